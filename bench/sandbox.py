@@ -1,0 +1,137 @@
+"""Sandbox speed: median wall time per execution, per backend and mode, against a bare `python -c` (the floor).
+
+    python -m bench.sandbox [--repeat N]
+
+Rows: bare subprocess (floor), process stateless, process stateful, docker cold (a new sandbox per exec) and
+docker warm (one sandbox reused); the docker rows are skipped with a note when no engine answers.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from components.sandbox.protocol import Limits
+
+TASKS = {
+    "print(1)": "print(1)\n",
+    "pandas groupby": (
+        "import numpy as np, pandas as pd\n"
+        "df = pd.DataFrame({'g': np.arange(1000) % 7, 'v': np.arange(1000, dtype=float)})\n"
+        "print(df.groupby('g').v.mean().sum())\n"
+    ),
+}
+LIMITS = Limits(timeout_s=30, memory_mb=1024)
+
+
+def _median_ms(fn: Callable[[], None], repeat: int) -> float:
+    fn()  # warm-up: page cache, first import
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def _bare(code: str) -> Callable[[], None]:
+    def run() -> None:
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+    return run
+
+
+def _checked_exec(sb, code: str) -> None:  # noqa: ANN001 - any Sandbox
+    res = sb.exec(code)
+    if res.status != "ok":
+        raise RuntimeError(f"bench task failed in {type(sb).__name__}: {res.status} {res.stderr[-500:]}")
+
+
+def _docker_reason() -> str | None:
+    try:
+        from components.sandbox.docker import docker_available
+    except ImportError as e:
+        return f"docker backend not importable ({e})"
+    return None if docker_available() else "no docker engine answers"
+
+
+def main(repeat: int = typer.Option(15, min=1, help="Timed executions per row and task.")) -> None:
+    from components.sandbox.process import ProcessSandbox
+
+    rows: list[tuple[str, dict[str, float] | str]] = []
+    started = time.perf_counter()
+    rows.append(("bare python -c (floor)", {name: _median_ms(_bare(code), repeat) for name, code in TASKS.items()}))
+    for label, stateful in (("process stateless", False), ("process stateful", True)):
+        t = time.perf_counter()
+        with ProcessSandbox(LIMITS, stateful=stateful) as sb:
+            startup_ms = (time.perf_counter() - t) * 1000
+            rows.append(
+                (
+                    f"{label} (startup {startup_ms:.0f} ms)",
+                    {name: _median_ms(lambda c=code: _checked_exec(sb, c), repeat) for name, code in TASKS.items()},
+                )
+            )
+    reason = _docker_reason()
+    if reason:
+        rows.append(("docker cold", reason))
+        rows.append(("docker warm", reason))
+    else:
+        from components.sandbox.docker import DockerSandbox
+
+        def cold(code: str) -> Callable[[], None]:
+            def run() -> None:
+                sb = DockerSandbox(LIMITS)
+                try:
+                    _checked_exec(sb, code)
+                finally:
+                    sb.close()
+
+            return run
+
+        rows.append(
+            (
+                "docker cold (new sandbox per exec)",
+                {name: _median_ms(cold(code), max(3, repeat // 3)) for name, code in TASKS.items()},
+            )
+        )
+        warm = DockerSandbox(LIMITS)
+        try:
+            rows.append(
+                (
+                    "docker warm (one sandbox reused)",
+                    {name: _median_ms(lambda c=code: _checked_exec(warm, c), repeat) for name, code in TASKS.items()},
+                )
+            )
+        finally:
+            warm.close()
+
+    floor = rows[0][1]
+    assert isinstance(floor, dict)
+    table = Table(title=f"Sandbox: median wall time per execution (repeat={repeat})")
+    table.add_column("runner")
+    for name in TASKS:
+        table.add_column(f"{name} ms", justify="right")
+        table.add_column("x floor", justify="right")
+    notes = []
+    for label, cells in rows:
+        if isinstance(cells, str):
+            table.add_row(label, *["skipped"] * (2 * len(TASKS)))
+            notes.append(f"{label} skipped: {cells}")
+            continue
+        table.add_row(label, *[v for name in TASKS for v in (f"{cells[name]:.1f}", f"{cells[name] / floor[name]:.2f}")])
+    console = Console(width=max(Console().width, 110))
+    console.print(table)
+    for note in notes:
+        console.print(note)
+    console.print(f"total bench time {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,79 @@
+"""File I/O shared by every stage: atomic writes and JSONL reads whose errors name file, line and field."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+class RecordError(ValueError):
+    """A bad record in an input file; the message names the file, the 1-based line and the field."""
+
+    def __init__(self, path: Path | str, line: int | None, field: str | None, problem: str):
+        self.path, self.line, self.field, self.problem = str(path), line, field, problem
+        where = str(path)
+        if line is not None:
+            where += f", line {line}"
+        if field:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {problem}")
+
+
+@contextlib.contextmanager
+def atomic_write(path: Path | str, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_jsonl(path: Path | str, rows: Iterable[dict[str, Any]]) -> int:
+    """Atomically write rows as JSON lines; returns how many were written."""
+    n = 0
+    with atomic_write(path) as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False, sort_keys=False))
+            fh.write("\n")
+            n += 1
+    return n
+
+
+def iter_jsonl_lenient(path: Path | str) -> Iterator[tuple[int, dict[str, Any] | RecordError]]:
+    """Yield (1-based line number, object or the RecordError that line raises) for each non-blank line."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, RecordError(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(obj, dict):
+                yield lineno, RecordError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            yield lineno, obj
+
+
+def iter_jsonl(path: Path | str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, object) for each non-blank line; a line that is not a JSON object raises RecordError."""
+    for lineno, obj in iter_jsonl_lenient(path):
+        if isinstance(obj, RecordError):
+            raise obj
+        yield lineno, obj

@@ -1,0 +1,74 @@
+"""Typed pipeline configuration, loaded from one YAML profile in configs/ (demo, smoke, paper)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from components.common.io import RecordError
+from components.sandbox.protocol import Limits
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SuiteSize(_Strict):
+    """How many tasks each generator makes per split."""
+
+    train_per_category: int = Field(ge=0)
+    test_per_category: int = Field(ge=0)
+
+
+class DataConfig(_Strict):
+    seed: int = 0
+    out_dir: Path = Path("data/demo")
+    suites: dict[str, SuiteSize] = Field(
+        default_factory=lambda: {
+            "demo": SuiteSize(train_per_category=6, test_per_category=3),
+            "full": SuiteSize(train_per_category=1900, test_per_category=400),
+        }
+    )
+    confirm_chunk: int = Field(default=200, gt=0, description="tasks whose reference code shares one sandbox run")
+    confirm_workers: int = Field(default=2, gt=0)
+
+
+class SandboxConfig(_Strict):
+    backend: Literal["process", "docker", "auto"] = "auto"
+    stateful: bool = False
+    limits: Limits = Field(default_factory=Limits)
+
+
+class TrackingConfig(_Strict):
+    # a local sqlite store by default: no server to start by hand
+    mlflow_uri: str = "sqlite:///mlflow/mlruns.db"
+    artifact_location: str = "mlflow/artifacts"
+    experiment: str = "medgym"
+
+
+class PipelineConfig(_Strict):
+    profile: str
+    data: DataConfig = Field(default_factory=DataConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+
+def load_config(profile_or_path: str | Path) -> PipelineConfig:
+    """Load `configs/<profile>.yaml`, or a YAML file given by path."""
+    path = Path(profile_or_path)
+    if not path.suffix:
+        path = CONFIG_DIR / f"{profile_or_path}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise FileNotFoundError(f"no config {path}; profiles: {', '.join(known)}")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        return PipelineConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RecordError(path, None, ".".join(str(p) for p in err["loc"]), err["msg"]) from None

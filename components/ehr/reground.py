@@ -1,0 +1,124 @@
+"""Re-ground EHRSQL / TREQS release questions on a seeded synthetic database (or run them on the real one).
+
+Entry points:
+- reground(rows, schema, db_path, seed) -> list[RegroundResult]: seed, write the database to db_path, run every
+  question's reference SQL there and keep its result as the ground truth.
+- reground_dataset(rows_with_line_numbers, dataset, out_dir, seed) -> (db path relative to out_dir, results):
+  the importer's entry point; writes out_dir/files/ehr/<dataset>.sqlite.
+- answers_on_real_db(rows, schema, db_path): the same SQL on a user-supplied (credentialed) database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.common.io import RecordError
+from components.ehr.seeding import Seeder, read_need
+from components.ehr.sqltime import postprocess
+from components.ehr.synth import SCHEMAS, new_world, populate
+from components.ehr.treqs_seeding import seed_question
+from components.ehr.treqs_world import TreqsWorld
+
+DATASET_SCHEMA = {"mimic_iii": "mimic_iii", "eicu": "eicu", "treqs": "treqs"}
+BASE_PATIENTS = 120
+QUERY_SECONDS = 20.0
+
+
+@dataclass
+class RegroundResult:
+    line: int | None
+    id: str
+    query: str  # the SQL as run (current_time pinned)
+    answer: list[str]
+    nonempty: bool
+    error: str | None = None
+
+
+def format_answer(rows: list[tuple[Any, ...]]) -> list[str]:
+    """Flatten result rows into the release's list-of-strings answer."""
+    return [str(v) for row in rows for v in row]
+
+
+def is_nonempty(answer: list[str]) -> bool:
+    return bool(answer) and any(a not in ("None", "") for a in answer)
+
+
+def run_query(con: sqlite3.Connection, sql: str, seconds: float = QUERY_SECONDS) -> tuple[list[str], str | None]:
+    deadline = time.monotonic() + seconds
+    con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10000)
+    try:
+        return format_answer(con.execute(sql).fetchall()), None
+    except sqlite3.Error as exc:
+        return [], f"{type(exc).__name__}: {exc}"
+    finally:
+        con.set_progress_handler(None, 0)
+
+
+def _check_rows(rows: list[tuple[int | None, dict]], schema: str) -> None:
+    if schema not in SCHEMAS:
+        raise ValueError(f"unknown EHR schema {schema!r}; expected one of {SCHEMAS}")
+    for line, row in rows:
+        for field in ("query", "id"):
+            if not isinstance(row.get(field), str) or not row[field].strip():
+                raise RecordError(f"<{schema} rows>", line, field, "missing or not a non-empty string")
+
+
+def _run_all(rows: list[tuple[int | None, dict]], schema: str, db_path: Path) -> list[RegroundResult]:
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    out = []
+    try:
+        for line, row in rows:
+            sql = postprocess(row["query"], schema)
+            answer, err = run_query(con, sql)
+            out.append(RegroundResult(line, row["id"], sql, answer, err is None and is_nonempty(answer), err))
+    finally:
+        con.close()
+    return out
+
+
+def _numbered(rows: list[dict] | list[tuple[int | None, dict]]) -> list[tuple[int | None, dict]]:
+    return [r if isinstance(r, tuple) else (None, r) for r in rows]
+
+
+def seed_world(rows: list[tuple[int | None, dict]], schema: str, seed: int, n_patients: int = BASE_PATIENTS):
+    world = populate(new_world(schema, seed), n_patients)
+    if isinstance(world, TreqsWorld):
+        for _, row in rows:
+            seed_question(world, postprocess(row["query"], schema))
+    else:
+        needs = [read_need(schema, postprocess(row["query"], schema), row.get("value")) for _, row in rows]
+        Seeder(world).seed(needs)
+    world.finish()
+    return world
+
+
+def reground(rows: list[dict] | list[tuple[int | None, dict]], schema: str, db_path: Path, seed: int,
+             n_patients: int = BASE_PATIENTS) -> list[RegroundResult]:
+    numbered = _numbered(rows)
+    _check_rows(numbered, schema)
+    world = seed_world(numbered, schema, seed, n_patients)
+    world.store.write(Path(db_path))
+    return _run_all(numbered, schema, Path(db_path))
+
+
+def reground_dataset(rows_with_line_numbers: list[tuple[int, dict]], dataset: str, out_dir: Path, seed: int
+                     ) -> tuple[str, list[RegroundResult]]:
+    """Seed one database for a whole release dataset (all splits together) under out_dir; return its relative path."""
+    if dataset not in DATASET_SCHEMA:
+        raise ValueError(f"no EHR schema for dataset {dataset!r}; expected one of {sorted(DATASET_SCHEMA)}")
+    rel = f"files/ehr/{dataset}.sqlite"
+    results = reground(rows_with_line_numbers, DATASET_SCHEMA[dataset], Path(out_dir) / rel, seed)
+    return rel, results
+
+
+def answers_on_real_db(rows: list[dict] | list[tuple[int | None, dict]], schema: str, db_path: Path) -> list[RegroundResult]:
+    """Run the release SQL on a real (credentialed) database the user points at, with EHRSQL's time pinning."""
+    if not Path(db_path).is_file():
+        raise FileNotFoundError(f"EHR database not found: {db_path}")
+    numbered = _numbered(rows)
+    _check_rows(numbered, schema)
+    return _run_all(numbered, schema, Path(db_path))

@@ -1,0 +1,138 @@
+"""The Episode record: one agent's attempt at one task, turn by turn. Every later stage reads this one shape.
+
+Rollouts write it, evaluation counts its outcomes, SFT/DPO/the verifier train on its turns. The training
+fields (token ids, loss masks, log-probs) are optional on each turn so that environment-only runs stay small
+and trainers can fill them in without a second record type; `schema_version` moves when a field's meaning does.
+
+Outcome precedence (first that applies):
+  correct       the submitted answer was checked correct (a loop seen earlier does not matter: it got there)
+  stuck_loop    no correct answer, and the same code or the same error came N times in a row at some point
+  wrong_answer  submitted, checked wrong, no loop seen
+  no_answer     the turn limit came without a submission, no loop seen
+A loop outranks wrong_answer and no_answer because it names the cause: the agent stopped making progress.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from components.common.io import RecordError, iter_jsonl, write_jsonl
+from components.envs.actions import InspectData, RunCode, SubmitAnswer
+from components.envs.feedback import ErrorInfo
+from components.sandbox.protocol import ExecResult
+
+SCHEMA_VERSION = 1
+
+
+class Outcome(str, Enum):
+    CORRECT = "correct"
+    WRONG_ANSWER = "wrong_answer"
+    NO_ANSWER = "no_answer"
+    STUCK_LOOP = "stuck_loop"
+
+
+class Check(BaseModel):
+    """The checker's verdict on the submission (mirrors tasks.checkers.CheckResult)."""
+
+    correct: bool
+    reason: str
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=0)
+    raw_text: str | None = None  # the model's output as produced, when the action came from text
+    action: RunCode | InspectData | SubmitAnswer | None = Field(default=None, discriminator="type")
+    parse_error: str | None = None  # set when raw_text held no valid action (action is then None)
+    observation: str  # exactly what the agent was shown after this action
+    exec_result: ExecResult | None = None  # the sandbox run behind run_code / inspect_data
+    error: ErrorInfo | None = None  # structured error of a failed run_code (or kind "ParseError")
+    facts: list[str] = Field(default_factory=list)  # what the feedback looked up (columns, files)
+    explanation_source: Literal["rule", "llm"] | None = None
+    duration_s: float = 0.0  # environment time for this step, sandbox included
+    # ---- filled by rollout/training stages; absent for environment-only runs
+    model_time_s: float | None = None
+    prompt_token_ids: list[int] | None = None  # the exact context tokens the model saw
+    response_token_ids: list[int] | None = None  # the exact tokens it produced (never re-tokenized)
+    response_logprobs: list[float] | None = None
+    loss_mask: list[int] | None = None  # per response token; 0 for tokens not to train on
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.error.kind if self.error else None
+
+
+class Episode(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    episode_id: str  # task_id and sample index, unique within a rollout
+    task_id: str
+    sample_index: int = 0
+    dataset: str | None = None
+    category: str | None = None
+    domain: str | None = None
+    first_observation: str  # the prompt the agent started from
+    turns: list[Turn] = Field(default_factory=list)
+    submitted: bool = False
+    submitted_answer: Any = None
+    check: Check | None = None
+    reward: float = 0.0
+    outcome: Outcome | None = None  # None while the episode runs
+    loop_detected: bool = False
+    loop_reason: str | None = None  # e.g. "same code 3 times in a row (turns 2-4)"
+    error_kinds: dict[str, int] = Field(default_factory=dict)
+    duration_s: float = 0.0
+    env_config: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def count_error_kinds(self) -> dict[str, int]:
+        return dict(Counter(t.error.kind for t in self.turns if t.error is not None))
+
+    def messages(self) -> list[dict[str, str]]:
+        """The episode as chat messages (user: observations, assistant: model text), for SFT and inspection."""
+        out = [{"role": "user", "content": self.first_observation}]
+        for t in self.turns:
+            out.append({"role": "assistant", "content": t.raw_text if t.raw_text is not None else _action_text(t)})
+            out.append({"role": "user", "content": t.observation})
+        return out
+
+
+def _action_text(turn: Turn) -> str:
+    return turn.action.model_dump_json() if turn.action is not None else ""
+
+
+def classify_outcome(submitted: bool, check: Check | None, loop_detected: bool) -> Outcome:
+    """See the module docstring for the precedence."""
+    if submitted and check is not None and check.correct:
+        return Outcome.CORRECT
+    if loop_detected:
+        return Outcome.STUCK_LOOP
+    return Outcome.WRONG_ANSWER if submitted else Outcome.NO_ANSWER
+
+
+def save_episodes(path: Path | str, episodes: list[Episode]) -> int:
+    return write_jsonl(path, (e.model_dump(mode="json") for e in episodes))
+
+
+def load_episodes(path: Path | str) -> list[Episode]:
+    """Read episodes.jsonl; a bad row raises RecordError naming the file, the line and the field."""
+    out: list[Episode] = []
+    for lineno, obj in iter_jsonl(path):
+        try:
+            out.append(Episode.model_validate(obj))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise RecordError(path, lineno, ".".join(str(p) for p in err["loc"]) or None, err["msg"]) from None
+    return out

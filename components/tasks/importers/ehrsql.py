@@ -1,0 +1,116 @@
+"""EHRSQL and TREQS questions (MIMIC-III, eICU, TREQS) as runnable tasks.
+
+Their databases are credentialed. By default each question is re-grounded on a synthetic database with the
+same schema: the entities its `value` field (or, for TREQS, its SQL) names are seeded into the database, its
+reference SQL is run there, and that result becomes the ground truth. A user who holds the real database
+passes it instead and keeps the release's answers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from components.common.io import RecordError
+from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
+
+SCHEMA_NAMES = {"mimic_iii": "MIMIC-III", "eicu": "eICU", "treqs": "TREQS (MIMIC-III derived)"}
+# EHRSQL fixes "now" for its questions; the reference SQL says current_time
+CURRENT_TIME = "2105-12-31 23:59:00"
+
+
+def with_current_time(sql: str) -> str:
+    """EHRSQL's own substitution: the keyword current_time becomes the fixed timestamp literal."""
+    return re.sub(r"\bcurrent_time\b", f"'{CURRENT_TIME}'", sql, flags=re.I)
+
+
+def ehr_reference_code(db_path: str, sql: str) -> str:
+    return (
+        "import json, sqlite3\n"
+        f"con = sqlite3.connect('file:{db_path}?mode=ro', uri=True)\n"
+        f"rows = con.execute({with_current_time(sql)!r}).fetchall()\n"
+        "print(json.dumps([str(v) for row in rows for v in row]))\n"
+    )
+
+
+def category_of(dataset: str, row: dict[str, Any]) -> str:
+    if dataset == "treqs":
+        head = re.match(r"\s*select\s+(count|max|min|avg)\b", row["query"], re.I)
+        return f"treqs_{head.group(1).lower() if head else 'lookup'}"
+    keys = sorted(k.removesuffix("_name").removesuffix("_id") for k in (row.get("value") or {}))
+    return f"ehrsql_{dataset}_{'_'.join(keys) or 'population'}"
+
+
+def answer_spec_for(sql: str) -> AnswerSpec:
+    ordered = re.search(r"\border\s+by\b", sql, re.I) and not re.search(r"\blimit\s+1\s*$", sql.strip(), re.I)
+    return AnswerSpec(type=AnswerType.LIST if ordered else AnswerType.SET)
+
+
+def prompt_for(dataset: str, question: str, db_path: str) -> str:
+    return (f"{question}\n\nThe SQLite database `{db_path}` holds {SCHEMA_NAMES[dataset]} data with the table and "
+            f"column names EHRSQL uses. Treat {CURRENT_TIME} as the current time. "
+            f"Submit the answer as a JSON list of values.")
+
+
+def _validate(dataset: str, path: Path, index: int, row: dict[str, Any]) -> None:
+    for name in ("question", "query"):
+        if not isinstance(row.get(name), str) or not row[name].strip():
+            raise RecordError(path, index + 1, name, "missing or not a non-empty string")
+    if dataset != "treqs" and not isinstance(row.get("value", {}), dict):
+        raise RecordError(path, index + 1, "value", f"expected an object, got {row.get('value')!r}")
+    if not isinstance(row.get("answer", []), list):
+        raise RecordError(path, index + 1, "answer", f"expected a list, got {row.get('answer')!r}")
+
+
+def import_ehrsql(dataset: str, files: list[tuple[str, Path, list[tuple[int, dict[str, Any]]], Any]],
+                  out: Path, options: Any) -> list[Task]:
+    """All splits of one EHRSQL dataset; fills each file's counts (imported, refused, malformed) in place."""
+    from components.ehr.reground import reground_dataset
+
+    db_rel = f"files/ehr/{dataset}.sqlite"
+    todo: list[tuple[str, Path, int, dict[str, Any], Any]] = []
+    for split, path, rows, counts in files:
+        for index, row in rows:
+            try:
+                _validate(dataset, path, index, row)
+            except RecordError as exc:
+                counts.malformed.append(str(exc))
+                continue
+            if row.get("is_impossible"):
+                counts.refused["marked impossible in the release: the question has no answer"] += 1
+                continue
+            todo.append((split, path, index, row, counts))
+
+    real_db = options.ehr_databases.get(dataset)
+    if real_db is not None:
+        target = out / db_rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        os.symlink(Path(real_db).resolve(), target)
+        answers = [(row.get("answer"), None) for *_, row, _ in todo]
+    else:
+        results = reground_dataset([row for *_, row, _ in todo], dataset, out, options.seed)
+        answers = [(r.answer, r.error) for r in results]
+
+    tasks = []
+    for (split, _path, index, row, counts), (answer, error) in zip(todo, answers, strict=True):
+        if error:
+            counts.refused[f"reference SQL failed on the database: {error.split(':')[0]}"] += 1
+            continue
+        if not answer or all(v in (None, "None", "") for v in answer):
+            counts.refused["the reference SQL finds nothing on the database (empty answer)"] += 1
+            continue
+        tasks.append(Task(
+            task_id=f"{dataset}/{split}/{index}", dataset=dataset, category=category_of(dataset, row),
+            domain=Domain.EHR, split=split, prompt=prompt_for(dataset, row["question"], db_rel),
+            answer=[str(v) for v in answer], answer_spec=answer_spec_for(row["query"]),
+            context_files=[ContextFile(path=db_rel, kind="sqlite")],
+            reference_code=ehr_reference_code(db_rel, row["query"]), source="medagentgym",
+            metadata={"release_id": row.get("id"), "release_answer": row.get("answer"),
+                      "value": row.get("value"), "sql": row["query"], "grounding": "real" if real_db else "synthetic"},
+        ))
+        counts.imported += 1
+    return tasks

@@ -1,0 +1,279 @@
+"""Import the public MedAgentGym release (`<dataset>/<split>_tasks.jsonl`) into Task records.
+
+Every dataset of the release either maps to tasks or is refused with the reason. A malformed row is reported
+with file, line and field, and the good rows are still imported. Task ids are `<dataset>/<split>/<line index,
+0-based>` so answers can be matched to the release's rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from components.common.io import RecordError, iter_jsonl_lenient
+from components.sandbox.protocol import Sandbox
+from components.tasks.checkers import insert_submission
+from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Domain, Task, save_tasks
+
+# Datasets whose tasks cannot run without material that the release does not ship.
+REFUSED_DATASETS: dict[str, str] = {
+    "medagentbench": "its tasks read and write patient records through a FHIR server that the release does not ship",
+    "ehrcon": "its questions are about credentialed MIMIC-III clinical notes and database rows that are not in the release",
+    "ehrshot": "the release holds task descriptions only; the EHRSHOT features and labels are credentialed and not shipped",
+    "mimic_extract": "the release holds task descriptions only; the MIMIC-Extract features and labels are credentialed and not shipped",
+}
+EHRSQL_DATASETS = ("mimic_iii", "eicu", "treqs")
+
+
+class ImportCounts(BaseModel):
+    rows: int = 0
+    imported: int = 0
+    refused: Counter[str] = Field(default_factory=Counter)  # reason -> count
+    malformed: list[str] = Field(default_factory=list)  # messages naming file, line, field
+
+
+class ImportReport(BaseModel):
+    out: str
+    per_file: dict[str, ImportCounts] = Field(default_factory=dict)  # "<dataset>/<split>" -> counts
+
+    @property
+    def imported(self) -> int:
+        return sum(c.imported for c in self.per_file.values())
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    seed: int = 0
+    # dataset -> path of a real (credentialed) database; with one, EHRSQL tasks keep the release's answers
+    ehr_databases: dict[str, Path] = field(default_factory=dict)
+    # runs BioCoder reference programs to take the output a submission must reproduce
+    open_sandbox: Callable[[], Sandbox] | None = None
+
+
+class Refused(Exception):
+    """This row (or dataset) cannot become a runnable task; the message says why."""
+
+
+def _require(row: dict[str, Any], path: Path, line: int, name: str, kinds: type | tuple[type, ...] = str) -> Any:
+    if name not in row:
+        raise RecordError(path, line, name, "missing")
+    value = row[name]
+    if not isinstance(value, kinds) or (isinstance(value, str) and not value.strip()):
+        raise RecordError(path, line, name, f"expected a non-empty {getattr(kinds, '__name__', kinds)}, got {value!r}")
+    return value
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+# ---------------------------------------------------------------- per-dataset row adapters
+
+
+def _number(path: Path, line: int, name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise RecordError(path, line, name, f"expected a number, got {value!r}") from None
+
+
+_GESTATION = re.compile(r"\(\s*'(\d+) weeks?'\s*,\s*'(\d+) days?'\s*\)")
+
+
+def medcalcbench_task(row: dict[str, Any], path: Path, line: int, base: dict[str, Any]) -> Task:
+    name = _require(row, path, line, "Calculator Name")
+    note = _require(row, path, line, "Patient Note")
+    question = _require(row, path, line, "Question")
+    truth = row.get("Ground Truth Answer")
+    if truth is None or str(truth).strip() == "":
+        raise RecordError(path, line, "Ground Truth Answer", "missing")
+    truth = str(truth).strip()
+    hint = "Submit a single number."
+    if m := _GESTATION.fullmatch(truth):
+        answer: Any = [int(m.group(1)), int(m.group(2))]
+        spec = AnswerSpec(type=AnswerType.LIST)
+        hint = "Submit [weeks, days] as a JSON list of two integers."
+    elif re.fullmatch(r"\d{2}/\d{2}/\d{4}", truth):
+        answer, spec, hint = truth, AnswerSpec(type=AnswerType.STRING), "Submit the date as MM/DD/YYYY."
+    else:
+        lower = _number(path, line, "Lower Limit", row.get("Lower Limit"))
+        upper = _number(path, line, "Upper Limit", row.get("Upper Limit"))
+        value = _number(path, line, "Ground Truth Answer", truth)
+        if not lower <= value <= upper:
+            raise RecordError(path, line, "Ground Truth Answer", f"{value} lies outside [{lower}, {upper}]")
+        if lower == upper and value == int(value):
+            answer, spec = int(value), AnswerSpec(type=AnswerType.INTEGER)
+        else:
+            answer, spec = value, AnswerSpec(type=AnswerType.NUMERIC, lower=lower, upper=upper)
+    prompt = f"Patient note:\n{note}\n\nQuestion: {question}\n{hint}"
+    return Task(**base, category=f"medcalc_{slug(name)}", domain=Domain.CALCULATOR, prompt=prompt,
+                answer=answer, answer_spec=spec,
+                metadata={"calculator_id": row.get("Calculator ID"), "calculator_name": name,
+                          "relevant_entities": row.get("Relevant Entities")})
+
+
+def npowerai_task(row: dict[str, Any], path: Path, line: int, base: dict[str, Any]) -> Task:
+    task_type = _require(row, path, line, "task_type")
+    target = _require(row, path, line, "estimate_target")
+    question = _require(row, path, line, "question")
+    if "answer" not in row:
+        raise RecordError(path, line, "answer", "missing")
+    value = _number(path, line, "answer", row["answer"])
+    if target == "size":
+        if value != int(value) or value <= 0:
+            raise RecordError(path, line, "answer", f"a sample size must be a positive integer, got {row['answer']!r}")
+        answer, spec, hint = int(value), AnswerSpec(type=AnswerType.INTEGER), "Submit the sample size as an integer."
+    elif target == "power":
+        if not 0 <= value <= 1:
+            raise RecordError(path, line, "answer", f"a power must lie in [0, 1], got {row['answer']!r}")
+        answer, spec = value, AnswerSpec(type=AnswerType.NUMERIC, abs_tol=0.01)
+        hint = "Submit the power as a number between 0 and 1."
+    else:
+        raise RecordError(path, line, "estimate_target", f"expected 'size' or 'power', got {target!r}")
+    return Task(**base, category=f"npower_{slug(task_type)}_{target}", domain=Domain.BIOSTAT,
+                prompt=f"{question}\n{hint}", answer=answer, answer_spec=spec,
+                metadata={"task_type": task_type, "release_task_id": row.get("task_id")})
+
+
+def biocoder_task(row: dict[str, Any], path: Path, line: int, base: dict[str, Any]) -> Task:
+    problem = _require(row, path, line, "problem")
+    context = _require(row, path, line, "context")
+    solution = _require(row, path, line, "solution")
+    signature = _require(row, path, line, "signature")
+    if SUBMISSION_SLOT not in context:
+        raise RecordError(path, line, "context", "has no '<<insert solution here>>' marker")
+    # BioCoder checks a function by running its context program with the function inserted and comparing the
+    # output with the reference's; the expected output is taken by running the reference in the sandbox.
+    spec = AnswerSpec(type=AnswerType.CODE, tests=context)
+    prompt = (f"{problem}\n\nWrite the function `{signature}`. It is inserted into a larger program that "
+              f"provides the imports and helpers it uses. Submit the function's code.")
+    return Task(**base, category="biocoder", domain=Domain.BIOINFO, prompt=prompt, answer=solution,
+                answer_spec=spec, reference_code=context.replace("<<insert solution here>>", solution, 1),
+                metadata={"idx": row.get("idx"), "signature": signature})
+
+
+def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox] | None,
+                           counts: ImportCounts) -> list[Task]:
+    """Run each BioCoder reference program in the sandbox; its stdout is what a submission must print."""
+    if open_sandbox is None:
+        counts.refused["needs a sandbox to take the reference program's output"] += len(tasks)
+        return []
+    kept = []
+    sandbox = open_sandbox()
+    try:
+        for task in tasks:
+            result = sandbox.exec(task.reference_code or "")
+            if result.status != "ok" or result.truncated:
+                last = (result.stderr.strip().splitlines() or [result.status])[-1]
+                counts.refused[f"the reference solution does not run in the sandbox: {last[:80]}"] += 1
+                continue
+            spec = task.answer_spec.model_copy(update={"expected_output": result.stdout})
+            kept.append(task.model_copy(update={"answer_spec": spec}))
+    finally:
+        sandbox.close()
+    return kept
+
+
+def _refuse_biodsbench(row: dict[str, Any], path: Path, line: int, base: dict[str, Any]) -> Task:
+    _require(row, path, line, "queries")
+    raise Refused("its dataframes (cBioPortal study tables read from /workdir) are not shipped in the release")
+
+
+RowAdapter = Callable[[dict[str, Any], Path, int, dict[str, Any]], Task]
+ROW_ADAPTERS: dict[str, RowAdapter] = {
+    "medcalcbench": medcalcbench_task,
+    "npowerai": npowerai_task,
+    "biocoder": biocoder_task,
+    "biodsbench": _refuse_biodsbench,
+}
+
+
+# ---------------------------------------------------------------- the import
+
+
+def release_files(src: Path) -> Iterator[tuple[str, str, Path]]:
+    """(dataset, split, path) for every `<dataset>/<split>_tasks.jsonl` (and `<dataset>/task.jsonl`) under src."""
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: not a folder laid out as the MedAgentGym release (<dataset>/<split>_tasks.jsonl)")
+    for folder in sorted(p for p in src.iterdir() if p.is_dir()):
+        for path in sorted(folder.glob("*.jsonl")):
+            if m := re.fullmatch(r"(.+)_tasks", path.stem):
+                yield folder.name, m.group(1), path
+            elif path.stem == "task":
+                yield folder.name, "all", path
+
+
+def _base(dataset: str, split: str, index: int) -> dict[str, Any]:
+    return {"task_id": f"{dataset}/{split}/{index}", "dataset": dataset, "split": split, "source": "medagentgym"}
+
+
+def import_release(src: Path, out: Path, options: ImportOptions | None = None,
+                   progress: Callable[[str], None] | None = None) -> ImportReport:
+    """Import every dataset under `src` into `out/tasks.jsonl` (context files beside it)."""
+    from components.tasks.importers.ehrsql import import_ehrsql
+
+    options = options or ImportOptions()
+    report = ImportReport(out=str(out))
+    tasks: list[Task] = []
+    ehrsql: dict[str, list[tuple[str, Path, list[tuple[int, dict[str, Any]]], ImportCounts]]] = {}
+    for dataset, split, path in release_files(src):
+        key = f"{dataset}/{split}"
+        if progress:
+            progress(key)
+        counts = report.per_file.setdefault(key, ImportCounts())
+        rows = _read_rows(path, counts)
+        counts.rows = len(rows) + len(counts.malformed)
+        if dataset in REFUSED_DATASETS:
+            counts.refused[REFUSED_DATASETS[dataset]] += len(rows)
+        elif dataset in EHRSQL_DATASETS:
+            # all splits of one dataset share one seeded database, so they are grounded together
+            ehrsql.setdefault(dataset, []).append((split, path, rows, counts))
+        elif dataset in ROW_ADAPTERS:
+            imported = _import_rows(ROW_ADAPTERS[dataset], dataset, split, path, rows, counts)
+            if dataset == "biocoder":
+                imported = take_reference_outputs(imported, options.open_sandbox, counts)
+            counts.imported = len(imported)
+            tasks.extend(imported)
+        else:
+            counts.refused[f"unknown dataset {dataset!r}: no importer maps it"] += len(rows)
+    for dataset, files in ehrsql.items():
+        if progress:
+            progress(f"{dataset}: grounding questions on the database")
+        tasks.extend(import_ehrsql(dataset, files, out, options))
+    save_tasks(out / "tasks.jsonl", tasks)
+    return report
+
+
+def _read_rows(path: Path, counts: ImportCounts) -> list[tuple[int, dict[str, Any]]]:
+    """Rows with their 0-based line index; unparsable lines are reported and skipped."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for lineno, obj in iter_jsonl_lenient(path):
+        if isinstance(obj, RecordError):
+            counts.malformed.append(str(obj))
+        else:
+            rows.append((lineno - 1, obj))
+    return rows
+
+
+def _import_rows(adapter: RowAdapter, dataset: str, split: str, path: Path,
+                 rows: list[tuple[int, dict[str, Any]]], counts: ImportCounts) -> list[Task]:
+    tasks = []
+    for index, row in rows:
+        try:
+            tasks.append(adapter(row, path, index + 1, _base(dataset, split, index)))
+        except RecordError as exc:
+            counts.malformed.append(str(exc))
+        except Refused as exc:
+            counts.refused[str(exc)] += 1
+        except ValueError as exc:  # pydantic validation of the built Task
+            counts.malformed.append(str(RecordError(path, index + 1, None, str(exc).splitlines()[0])))
+    return tasks
+
+
+__all__ = ["EHRSQL_DATASETS", "REFUSED_DATASETS", "ImportOptions", "ImportReport", "import_release"]

@@ -1,0 +1,130 @@
+"""Build a task suite: run every generator, confirm each answer in the sandbox, write tasks.jsonl.
+
+Work is kept per category in a parts folder beside the output, so an interrupted build resumes where it
+stopped; the parts folder is removed once tasks.jsonl is written. Everything written into the output folder
+is a pure function of (generators, sizes, seed): `dvc repro` reproduces it byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from components.common.io import atomic_write
+from components.config import SuiteSize
+from components.sandbox.protocol import Sandbox
+from components.tasks.confirm import Confirmation, confirm_all
+from components.tasks.generators import GenContext, Generator, all_generators
+from components.tasks.record import Task, load_tasks, save_tasks
+
+SPLITS = ("train", "test")
+
+
+class CategoryReport(BaseModel):
+    domain: str
+    generated: int = 0
+    confirmed: int = 0
+    dropped: dict[str, int] = Field(default_factory=dict)  # reason -> count
+
+
+class BuildReport(BaseModel):
+    seed: int
+    sizes: SuiteSize
+    categories: dict[str, CategoryReport] = Field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(c.confirmed for c in self.categories.values())
+
+
+class Progress(BaseModel):
+    """Callbacks a front end (rich, tqdm, Prefect logs) hooks into; all optional."""
+
+    model_config = {"arbitrary_types_allowed": True}
+    on_category: Callable[[str, int], None] | None = None  # category, tasks to confirm
+    on_confirmed: Callable[[int], None] | None = None  # tasks just confirmed
+
+
+def _fingerprint(category: str, sizes: SuiteSize, seed: int) -> str:
+    return hashlib.sha256(f"{category}|{sizes.model_dump_json()}|{seed}".encode()).hexdigest()[:16]
+
+
+def parts_dir(out_dir: Path) -> Path:
+    return out_dir.parent / f".{out_dir.name}.parts"
+
+
+def generate_category(gen: Generator, out_dir: Path, sizes: SuiteSize, seed: int) -> list[Task]:
+    tasks: list[Task] = []
+    for split, n in zip(SPLITS, (sizes.train_per_category, sizes.test_per_category), strict=True):
+        if n:
+            tasks.extend(gen.generate(GenContext(out_dir=out_dir, seed=seed, split=split), n))
+    train_prompts = {t.prompt for t in tasks if t.split == "train"}
+    # a test task that repeats a train task verbatim would leak; drop it
+    return [t for t in tasks if t.split == "train" or t.prompt not in train_prompts]
+
+
+def _confirm_parallel(tasks: Sequence[Task], open_sandbox: Callable[[], Sandbox], chunk: int, workers: int,
+                      on_chunk: Callable[[int], None] | None) -> list[Confirmation]:
+    """Split the tasks into one contiguous slice per worker; each worker confirms its slice in its own sandbox."""
+    workers = max(1, min(workers, -(-len(tasks) // chunk)))
+    size = -(-len(tasks) // workers)
+    slices = [tasks[i : i + size] for i in range(0, len(tasks), size)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = pool.map(lambda part: confirm_all(part, open_sandbox, chunk, on_chunk), slices)
+        return [c for part in results for c in part]
+
+
+def build_suite(out_dir: Path, sizes: SuiteSize, seed: int, open_sandbox: Callable[[Path], Sandbox], *,
+                chunk: int = 200, workers: int = 2, generators: Sequence[Generator] | None = None,
+                progress: Progress | None = None) -> BuildReport:
+    """Generate, confirm and write `out_dir/tasks.jsonl`; `open_sandbox(out_dir)` opens a sandbox holding the
+    suite's context files."""
+    progress = progress or Progress()
+    gens = sorted(generators or all_generators(), key=lambda g: g.category)
+    report = BuildReport(seed=seed, sizes=sizes)
+    parts = parts_dir(out_dir)
+    parts.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    kept: list[Task] = []
+    for gen in gens:
+        part, meta = parts / f"{gen.category}.jsonl", parts / f"{gen.category}.json"
+        fingerprint = _fingerprint(gen.category, sizes, seed)
+        if meta.is_file() and part.is_file():
+            saved = json.loads(meta.read_text())
+            if saved["fingerprint"] == fingerprint and _files_present(load_tasks(part), out_dir):
+                report.categories[gen.category] = CategoryReport.model_validate(saved["report"])
+                kept.extend(load_tasks(part))
+                continue
+        tasks = generate_category(gen, out_dir, sizes, seed)
+        if progress.on_category:
+            progress.on_category(gen.category, len(tasks))
+        confirmations = _confirm_parallel(tasks, lambda: open_sandbox(out_dir), chunk, workers, progress.on_confirmed)
+        cat = CategoryReport(domain=gen.domain.value, generated=len(tasks))
+        good = []
+        for task, conf in zip(tasks, confirmations, strict=True):
+            if conf.confirmed:
+                good.append(task)
+            else:
+                reason = conf.reason.split(":")[0]
+                cat.dropped[reason] = cat.dropped.get(reason, 0) + 1
+        cat.confirmed = len(good)
+        save_tasks(part, good)
+        with atomic_write(meta) as fh:
+            json.dump({"fingerprint": fingerprint, "report": cat.model_dump()}, fh)
+        report.categories[gen.category] = cat
+        kept.extend(good)
+    save_tasks(out_dir / "tasks.jsonl", kept)
+    with atomic_write(out_dir / "build_report.json") as fh:
+        fh.write(report.model_dump_json(indent=2))
+    shutil.rmtree(parts)
+    return report
+
+
+def _files_present(tasks: Sequence[Task], root: Path) -> bool:
+    return all((root / f.path).is_file() for t in tasks for f in t.context_files)

@@ -1,0 +1,98 @@
+"""Great Expectations suite for task files: schema, unique ids, non-empty answers, known datasets and types."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel
+
+from components.common.io import iter_jsonl
+from components.tasks.record import AnswerType, Domain
+
+RELEASE_DATASETS = ("medcalcbench", "npowerai", "biocoder", "biodsbench", "mimic_iii", "eicu", "treqs")
+SYNTHETIC_DATASETS = ("synthetic_medcalc", "synthetic_biostat", "synthetic_bioinfo",
+                      "synthetic_mimic_iii", "synthetic_eicu", "synthetic_treqs")
+KNOWN_DATASETS = RELEASE_DATASETS + SYNTHETIC_DATASETS
+REQUIRED = ("task_id", "dataset", "category", "domain", "split", "prompt", "answer", "answer_spec")
+
+
+class Failure(BaseModel):
+    expectation: str
+    column: str | None
+    unexpected: list[str]
+    unexpected_count: int
+
+
+class ValidationReport(BaseModel):
+    path: str
+    rows: int
+    success: bool
+    failures: list[Failure]
+
+
+def tasks_frame(path: Path) -> pd.DataFrame:
+    """One row per task, flattened to the columns the expectations read (no pydantic: GE must see bad rows)."""
+    root = path.parent
+    rows = []
+    for lineno, obj in iter_jsonl(path):
+        spec = obj.get("answer_spec") if isinstance(obj.get("answer_spec"), dict) else {}
+        files = obj.get("context_files") or []
+        rows.append({
+            "line": lineno,
+            **{k: obj.get(k) for k in ("task_id", "dataset", "category", "domain", "split", "prompt", "source")},
+            "missing_fields": ",".join(k for k in REQUIRED if k not in obj),
+            "answer_json": "" if obj.get("answer") in (None, "", [], {}) else json.dumps(obj.get("answer")),
+            "answer_type": spec.get("type"),
+            "missing_context_files": ",".join(
+                f.get("path", "?") for f in files if not (isinstance(f, dict) and (root / f.get("path", "")).is_file())
+            ),
+            "has_reference": bool(obj.get("reference_code")),
+        })
+    return pd.DataFrame(rows)
+
+
+def _suite():
+    import great_expectations as gx
+
+    E = gx.expectations
+    suite = gx.ExpectationSuite(name="medgym_tasks")
+    for col in ("task_id", "dataset", "category", "domain", "split", "prompt", "answer_type"):
+        suite.add_expectation(E.ExpectColumnValuesToNotBeNull(column=col))
+    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="missing_fields", value_set=[""]))
+    suite.add_expectation(E.ExpectColumnValuesToBeUnique(column="task_id"))
+    suite.add_expectation(E.ExpectColumnValuesToMatchRegex(column="task_id", regex=r"^[^/\s]+/[^/\s]+/\d+$"))
+    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="dataset", value_set=list(KNOWN_DATASETS)))
+    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="domain", value_set=[d.value for d in Domain]))
+    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="answer_type", value_set=[t.value for t in AnswerType]))
+    suite.add_expectation(E.ExpectColumnValueLengthsToBeBetween(column="answer_json", min_value=1))
+    suite.add_expectation(E.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=20))
+    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="missing_context_files", value_set=[""]))
+    return suite
+
+
+def validate_tasks(path: Path) -> ValidationReport:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+
+    frame = tasks_frame(path)
+    if frame.empty:
+        return ValidationReport(path=str(path), rows=0, success=False,
+                                failures=[Failure(expectation="non-empty file", column=None, unexpected=[], unexpected_count=0)])
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = {"globally": False}
+    asset = context.data_sources.add_pandas("medgym").add_dataframe_asset("tasks")
+    batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})
+    result = batch.validate(_suite(), result_format={"result_format": "COMPLETE"})
+    failures = []
+    for r in result.results:
+        if r.success:
+            continue
+        column = r.expectation_config.kwargs.get("column")
+        idx = r.result.get("unexpected_index_list") or []
+        lines = [f"line {frame.loc[i, 'line']}: {frame.loc[i, column]!r}" for i in idx[:10]] if column else []
+        failures.append(Failure(expectation=r.expectation_config.type, column=column, unexpected=lines,
+                                unexpected_count=int(r.result.get("unexpected_count") or 0)))
+    return ValidationReport(path=str(path), rows=len(frame), success=result.success, failures=failures)

@@ -1,0 +1,84 @@
+"""Experiment tracking behind a small protocol: a local MLflow sqlite store by default, an MLflow server in production."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from components.config import TrackingConfig
+
+
+class Run(Protocol):
+    def log_params(self, params: Mapping[str, Any]) -> None: ...
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
+    def log_artifact(self, path: Path) -> None: ...
+    def set_tags(self, tags: Mapping[str, str]) -> None: ...
+
+
+class Tracker(Protocol):
+    def run(self, name: str) -> contextlib.AbstractContextManager[Run]: ...
+
+
+class _MlflowRun:
+    def __init__(self, client: Any, run_id: str):
+        self._client, self.run_id = client, run_id
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        self._client.log_batch(self.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, step or 0) for k, v in metrics.items()])
+
+    def log_artifact(self, path: Path) -> None:
+        self._client.log_artifact(self.run_id, str(path))
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        for k, v in tags.items():
+            self._client.set_tag(self.run_id, k, v)
+
+
+class MlflowTracker:
+    """Tracks to `config.mlflow_uri`: `sqlite:///...` (embedded, the default) or `http://...` (a server)."""
+
+    def __init__(self, config: TrackingConfig, project_root: Path | None = None):
+        self.config = config
+        self.uri = config.mlflow_uri
+        self.artifacts = config.artifact_location
+        if project_root is not None and self.uri.startswith("sqlite:///") and not self.uri.startswith("sqlite:////"):
+            db = project_root / self.uri.removeprefix("sqlite:///")
+            db.parent.mkdir(parents=True, exist_ok=True)
+            self.uri = f"sqlite:///{db}"
+            self.artifacts = str(project_root / config.artifact_location)
+
+    def _client(self) -> Any:
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri)
+
+    def experiment_id(self) -> str:
+        client = self._client()
+        exp = client.get_experiment_by_name(self.config.experiment)
+        if exp is not None:
+            return exp.experiment_id
+        location = None if self.uri.startswith("http") else Path(self.artifacts).resolve().as_uri()
+        return client.create_experiment(self.config.experiment, artifact_location=location)
+
+    @contextlib.contextmanager
+    def run(self, name: str) -> Iterator[Run]:
+        client = self._client()
+        run = client.create_run(self.experiment_id(), run_name=name)
+        status = "FAILED"
+        try:
+            yield _MlflowRun(client, run.info.run_id)
+            status = "FINISHED"
+        finally:
+            client.set_terminated(run.info.run_id, status=status)

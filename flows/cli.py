@@ -1,0 +1,113 @@
+"""The `medgym` command line: one entry point per stage, each a thin call into flows or components."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import flows  # noqa: F401  (sets Prefect/MLflow state dirs and telemetry before they are imported)
+from components.common.io import RecordError
+
+app = typer.Typer(help="MedGym: train LLM agents for medical work.", no_args_is_help=True)
+data_app = typer.Typer(help="Build, import and validate task data.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Work with task files.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+app.add_typer(tasks_app, name="tasks")
+console = Console(stderr=True)
+
+
+def _mount_sandbox() -> None:
+    from flows.cli_sandbox import app as sandbox_app
+
+    app.add_typer(sandbox_app, name="sandbox")
+
+
+@data_app.command("build")
+def data_build(
+    suite: Annotated[str, typer.Option(help="demo | full")] = "demo",
+    seed: Annotated[int | None, typer.Option(help="overrides the profile's seed")] = None,
+    out: Annotated[Path | None, typer.Option(help="output folder (default: the profile's data.out_dir)")] = None,
+    profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
+) -> None:
+    """Generate a suite of verifiable tasks; every answer is confirmed by running its reference code in the sandbox."""
+    if suite not in ("demo", "full"):
+        raise typer.BadParameter("--suite must be demo or full")
+    from flows.data import build_suite_flow
+
+    result = build_suite_flow(profile=profile, suite=suite, seed=seed, out_dir=out)
+    console.print_json(json.dumps(result))
+
+
+@data_app.command("import-medagentgym")
+def data_import(
+    src: Annotated[Path, typer.Argument(help="folder laid out as the MedAgentGym release: <dataset>/<split>_tasks.jsonl")],
+    out: Annotated[Path, typer.Option(help="output folder for tasks.jsonl and its files")],
+    seed: int = 0,
+    ehr_db: Annotated[list[str] | None, typer.Option(help="DATASET=PATH of a real database; keeps the release's answers")] = None,
+    profile: str = "demo",
+) -> None:
+    """Import the public MedAgentGym task files; report what was imported and what was refused, and why."""
+    from flows.data import import_flow
+
+    databases = {}
+    for item in ehr_db or []:
+        name, _, path = item.partition("=")
+        if not path:
+            raise typer.BadParameter(f"--ehr-db expects DATASET=PATH, got {item!r}")
+        databases[name] = Path(path)
+    report = import_flow(src=src, out_dir=out, profile=profile, seed=seed, ehr_databases=databases)
+    table = Table("file", "rows", "imported", "refused", "malformed", "why refused")
+    for key, c in report.per_file.items():
+        table.add_row(key, str(c.rows), str(c.imported), str(sum(c.refused.values())), str(len(c.malformed)),
+                      "; ".join(f"{n}× {r}" for r, n in c.refused.most_common(2)))
+    Console().print(table)
+    for key, c in report.per_file.items():
+        for msg in c.malformed[:5]:
+            console.print(f"[yellow]malformed[/] {msg}")
+    console.print(f"{report.imported} tasks written to {out / 'tasks.jsonl'}")
+
+
+@tasks_app.command("validate")
+def tasks_validate(tasks: Annotated[Path, typer.Option(help="tasks.jsonl")]) -> None:
+    """Run the Great Expectations suite on a task file."""
+    from components.tasks.validation import validate_tasks
+
+    report = validate_tasks(tasks)
+    console.print_json(report.model_dump_json())
+    raise typer.Exit(0 if report.success else 1)
+
+
+@tasks_app.command("score")
+def tasks_score(
+    tasks: Annotated[Path, typer.Option(help="tasks.jsonl")],
+    answers: Annotated[Path, typer.Option(help='JSON lines of {"task_id", "answer"}')],
+    out: Annotated[Path | None, typer.Option(help="verdicts (default: <answers>.scores.jsonl)")] = None,
+    backend: Annotated[str, typer.Option(help="sandbox for code tasks: process | docker | auto")] = "auto",
+) -> None:
+    """Score answers: one line per task with task_id, correct, reason, then a summary."""
+    from components.sandbox.factory import open_sandbox
+    from components.tasks.scoring import score_files
+
+    out = out or answers.with_suffix(".scores.jsonl")
+    summary = score_files(tasks, answers, out, open_sandbox=lambda: open_sandbox(backend))  # type: ignore[arg-type]
+    table = Table("group", "n", "correct", "accuracy")
+    table.add_row("[b]all[/b]", str(summary.total.n), str(summary.total.correct), f"{summary.total.accuracy:.3f}")
+    for name, g in summary.by_dataset.items():
+        table.add_row(name, str(g.n), str(g.correct), f"{g.accuracy:.3f}")
+    Console().print(table)
+    console.print(f"{summary.answered} answers for {summary.total.n} tasks; verdicts in {out}")
+
+
+def main() -> None:
+    _mount_sandbox()
+    try:
+        app()
+    except (RecordError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise SystemExit(2) from None
+

@@ -1,0 +1,108 @@
+"""Data flows: build the generated suite, import the MedAgentGym release, validate, track."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal
+
+from prefect import flow, task
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from components.config import PipelineConfig, SandboxConfig, load_config
+from components.sandbox.protocol import Limits, Sandbox
+from components.tasks import suite as suite_mod
+from components.tasks.importers.medagentgym import ImportOptions, ImportReport, import_release
+from components.tasks.validation import ValidationReport, validate_tasks
+from components.tracking.tracker import MlflowTracker
+from flows.runtime import PROJECT_ROOT
+
+
+def suite_sandbox_opener(config: SandboxConfig):
+    """Sandboxes for confirming reference code: the suite's files inside, a generous output cap for batches."""
+    from components.sandbox.factory import open_sandbox
+
+    limits = Limits(**{**config.limits.model_dump(), "timeout_s": max(config.limits.timeout_s, 300),
+                       "max_output_bytes": 64 * 1024 * 1024, "memory_mb": max(config.limits.memory_mb, 2048)})
+
+    def opener(out_dir: Path) -> Sandbox:
+        sandbox = open_sandbox(config.backend, limits=limits, stateful=False)
+        if (out_dir / "files").is_dir():
+            sandbox.upload_dir(out_dir / "files", "files")
+        return sandbox
+
+    return opener
+
+
+def _progress() -> tuple[Progress, suite_mod.Progress]:
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    current: dict[str, int] = {}
+
+    def on_category(category: str, n: int) -> None:
+        if "id" in current:
+            bar.update(current["id"], visible=False)
+        current["id"] = bar.add_task(f"confirming {category}", total=n)
+
+    def on_confirmed(n: int) -> None:
+        bar.advance(current["id"], n)
+
+    return bar, suite_mod.Progress(on_category=on_category, on_confirmed=on_confirmed)
+
+
+@task(retries=1, retry_delay_seconds=1)  # the build resumes from its parts folder, so a retry continues
+def build_task(cfg: PipelineConfig, suite: str, out_dir: Path) -> suite_mod.BuildReport:
+    bar, progress = _progress()
+    with bar:
+        return suite_mod.build_suite(out_dir, cfg.data.suites[suite], cfg.data.seed, suite_sandbox_opener(cfg.sandbox),
+                                     chunk=cfg.data.confirm_chunk, workers=cfg.data.confirm_workers, progress=progress)
+
+
+@task
+def validate_task(tasks_path: Path) -> ValidationReport:
+    report = validate_tasks(tasks_path)
+    if not report.success:
+        detail = "; ".join(f"{f.expectation}({f.column}): {f.unexpected[:3]}" for f in report.failures)
+        raise ValueError(f"{tasks_path} failed validation: {detail}")
+    return report
+
+
+@flow(name="build-suite", log_prints=True)
+def build_suite_flow(profile: str = "demo", suite: Literal["demo", "full"] = "demo", seed: int | None = None,
+                     out_dir: Path | None = None) -> dict:
+    cfg = load_config(profile)
+    if seed is not None:
+        cfg.data.seed = seed
+    out = Path(out_dir) if out_dir else PROJECT_ROOT / cfg.data.out_dir
+    started = time.perf_counter()
+    report = build_task(cfg, suite, out)
+    seconds = time.perf_counter() - started
+    validation = validate_task(out / "tasks.jsonl")
+    by_domain: dict[str, int] = {}
+    for cat in report.categories.values():
+        by_domain[cat.domain] = by_domain.get(cat.domain, 0) + cat.confirmed
+    tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
+    with tracker.run(f"build-{suite}-seed{cfg.data.seed}") as run:
+        run.set_tags({"stage": "data.build", "profile": cfg.profile})
+        run.log_params({"suite": suite, "seed": cfg.data.seed, **cfg.data.suites[suite].model_dump(),
+                        "categories": len(report.categories), "out_dir": str(out)})
+        run.log_metrics({"tasks": report.total, "seconds": seconds, "tasks_per_second": report.total / seconds,
+                         **{f"tasks_{d}": n for d, n in by_domain.items()}})
+        run.log_artifact(out / "build_report.json")
+    return {"tasks": report.total, "categories": len(report.categories), "seconds": round(seconds, 1),
+            "validated_rows": validation.rows, "by_domain": by_domain, "out": str(out)}
+
+
+@flow(name="import-medagentgym", log_prints=True)
+def import_flow(src: Path, out_dir: Path, profile: str = "demo", seed: int = 0,
+                ehr_databases: dict[str, Path] | None = None) -> ImportReport:
+    cfg = load_config(profile)
+    report = import_release(Path(src), Path(out_dir), ImportOptions(seed=seed, ehr_databases=ehr_databases or {}),
+                            progress=lambda key: print(f"importing {key}"))
+    if report.imported:
+        validate_task(Path(out_dir) / "tasks.jsonl")
+    tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
+    with tracker.run("import-medagentgym") as run:
+        run.set_tags({"stage": "data.import", "profile": cfg.profile})
+        run.log_params({"src": str(src), "out_dir": str(out_dir), "seed": seed})
+        run.log_metrics({f"imported_{k.replace('/', '_')}": c.imported for k, c in report.per_file.items()})
+    return report

@@ -1,0 +1,53 @@
+"""parse_action: what model output is read as which action."""
+
+from __future__ import annotations
+
+from components.envs.actions import InspectData, ParseError, RunCode, SubmitAnswer, parse_action
+
+
+def test_bare_json_object():
+    a = parse_action('{"type": "submit_answer", "answer": 42.5}')
+    assert isinstance(a, SubmitAnswer) and a.answer == 42.5
+
+
+def test_json_fence_with_prose_around():
+    text = 'I will look at the data.\n```json\n{"type": "inspect_data", "path": "a.db", "column": "t.drug", "value": "aspirin"}\n```\nThanks.'
+    a = parse_action(text)
+    assert isinstance(a, InspectData) and (a.path, a.column, a.value) == ("a.db", "t.drug", "aspirin")
+
+
+def test_json_inline_in_prose():
+    a = parse_action('Final: {"type": "submit_answer", "answer": ["a", "b"]} done')
+    assert isinstance(a, SubmitAnswer) and a.answer == ["a", "b"]
+
+
+def test_python_fence_is_run_code():
+    a = parse_action("Let me check.\n```python\nimport pandas as pd\nprint({'type': 1})\n```")
+    assert isinstance(a, RunCode) and a.code == "import pandas as pd\nprint({'type': 1})"
+
+
+def test_run_code_as_json_keeps_newlines():
+    a = parse_action('{"type": "run_code", "code": "x = 1\\nprint(x)"}')
+    assert isinstance(a, RunCode) and a.code == "x = 1\nprint(x)"
+
+
+def test_json_action_wins_over_a_python_fence():
+    text = '```python\nprint(1)\n```\n```json\n{"type": "submit_answer", "answer": 1}\n```'
+    assert isinstance(parse_action(text), SubmitAnswer)
+
+
+def test_submit_code_answer_as_string():
+    a = parse_action('{"type": "submit_answer", "answer": "def f(x):\\n    return x"}')
+    assert isinstance(a, SubmitAnswer) and a.answer.startswith("def f")
+
+
+def test_failures_say_what_was_wrong():
+    assert "no JSON action" in parse_action("the answer is 5").problem
+    unknown = parse_action('{"type": "explode"}')
+    assert isinstance(unknown, ParseError) and "type" in unknown.problem
+    missing = parse_action('{"type": "inspect_data"}')
+    assert isinstance(missing, ParseError) and "path" in missing.problem
+    extra = parse_action('{"type": "run_code", "code": "1", "shell": true}')
+    assert isinstance(extra, ParseError) and "shell" in extra.problem
+    assert isinstance(parse_action("```\n\n```"), ParseError)
+    assert isinstance(parse_action('{"type": "run_code", "code": ""}'), ParseError)

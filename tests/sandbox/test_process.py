@@ -1,0 +1,133 @@
+"""Process-backend specifics: per-instance uids, the host-side guards, the factory."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from components.sandbox.factory import docker_backend_available, open_sandbox
+from components.sandbox.protocol import Limits
+from tests.sandbox.conftest import require_backend
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def process_sandbox():
+    require_backend("process")
+    from components.sandbox.process import ProcessSandbox
+
+    opened = []
+
+    def make(**kw):
+        sb = ProcessSandbox(**kw)
+        opened.append(sb)
+        return sb
+
+    yield make
+    for sb in opened:
+        sb.close()
+
+
+def test_concurrent_sandboxes_get_distinct_unprivileged_uids(process_sandbox):
+    a, b = process_sandbox(), process_sandbox()
+    ua = a.exec("import os\nprint(os.getuid(), os.getgid(), os.getgroups())").stdout.split(maxsplit=2)
+    ub = b.exec("import os\nprint(os.getuid())").stdout.split()
+    assert ua[0] != ub[0] and int(ua[0]) != 0 and int(ua[1]) != 0 and ua[2].strip() == "[]"
+
+
+def test_workdir_is_cwd_and_private_tmp(process_sandbox):
+    sb = process_sandbox()
+    res = sb.exec("import os\nprint(os.getcwd())\nprint(os.listdir('/tmp'))")
+    cwd, tmp_listing = res.stdout.splitlines()
+    assert cwd == str(sb.workdir)
+    assert tmp_listing == f"['{sb.workdir.parent.name}']"  # only the path leading to the workdir
+
+
+def test_own_pid_namespace(process_sandbox):
+    res = process_sandbox().exec(
+        "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == sorted({1, os.getpid()}))"
+    )
+    assert res.stdout == "True\n", res  # only the runner (PID 1) and the code itself; nothing of the host
+
+
+def test_upload_outside_workdir_is_refused(process_sandbox, tmp_path):
+    src = tmp_path / "f.txt"
+    src.write_text("x")
+    sb = process_sandbox()
+    with pytest.raises(ValueError, match="outside the sandbox working dir"):
+        sb.upload_file(src, "../escape.txt")
+    with pytest.raises(ValueError, match="outside the sandbox working dir"):
+        sb.upload_file(src, "/etc/escape.txt")
+
+
+def test_close_removes_workdir(process_sandbox):
+    sb = process_sandbox()
+    base = Path(sb.workdir).parent
+    sb.exec("open('f', 'w').write('x')")
+    sb.close()
+    assert not base.exists()
+
+
+def test_context_manager_closes(process_sandbox):
+    from components.sandbox.process import ProcessSandbox
+
+    with ProcessSandbox() as sb:
+        assert sb.exec("print(2)").stdout == "2\n"
+    assert not sb.is_alive()
+
+
+def test_memory_limit_applies_to_subprocesses(process_sandbox):
+    sb = process_sandbox(limits=Limits(memory_mb=256))
+    res = sb.exec(
+        "import subprocess, sys\n"
+        "r = subprocess.run([sys.executable, '-c', 'x = bytearray(2 * 1024**3)'], capture_output=True, text=True)\n"
+        "sys.stderr.write(r.stderr)\nsys.exit(r.returncode)\n"
+    )
+    assert res.status == "oom", res
+
+
+def test_factory_process_and_auto(monkeypatch):
+    require_backend("process")
+    with open_sandbox("process", Limits(timeout_s=5)) as sb:
+        assert type(sb).__name__ == "ProcessSandbox"
+        assert sb.exec("print(3)").stdout == "3\n"
+    auto = open_sandbox("auto")
+    try:
+        expected = "DockerSandbox" if docker_backend_available() else "ProcessSandbox"
+        assert type(auto).__name__ == expected
+    finally:
+        auto.close()
+
+
+def test_factory_rejects_unknown_backend():
+    with pytest.raises(ValueError, match="unknown sandbox backend"):
+        open_sandbox("vm")  # type: ignore[arg-type]
+
+
+def test_runner_environment_has_no_host_secret(process_sandbox, monkeypatch):
+    monkeypatch.setenv("MEDGYM_RUNNER_SECRET", "xyz-should-not-leak")
+    sb = process_sandbox()
+    assert sb._proc is not None
+    import psutil
+
+    runner_tree = psutil.Process(sb._proc.pid).children(recursive=True) + [psutil.Process(sb._proc.pid)]
+    for p in runner_tree:
+        assert "MEDGYM_RUNNER_SECRET" not in p.environ()
+    assert os.environ["MEDGYM_RUNNER_SECRET"] == "xyz-should-not-leak"
+
+
+def test_stateful_kernel_is_frozen_between_execs(process_sandbox):
+    sb = process_sandbox(stateful=True)
+    sb.exec(
+        "import threading, time\nticks = [0]\n"
+        "def spin():\n    while True:\n        ticks[0] += 1\n        time.sleep(0.01)\n"
+        "threading.Thread(target=spin, daemon=True).start()\ntime.sleep(0.1)\n"
+    )
+    before = int(sb.exec("print(ticks[0])").stdout)
+    time.sleep(0.5)
+    after = int(sb.exec("print(ticks[0])").stdout)
+    assert after - before < 10  # ~50 ticks had it kept running while the sandbox was idle
