@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--datasets", default="mimic_iii,eicu,treqs")
     ap.add_argument("--show-failures", type=int, default=0, help="print this many failing queries per dataset")
     args = ap.parse_args()
+    print("nonempty/zero: fractions of the possible questions; wall_s: seeding + all queries of the dataset")
     print(f"{'dataset':10} {'split':6} {'total':>6} {'imposs':>6} {'nonempty':>9} {'zero':>6} {'errors':>6} {'wall_s':>7}")
     for dataset in args.datasets.split(","):
         files = sorted((args.src / dataset).glob("*_tasks.jsonl"))
@@ -32,24 +33,26 @@ def main() -> None:
             print(f"{dataset:10} (no files under {args.src / dataset})")
             continue
         rows = [(line, obj) for f in files for line, obj in iter_jsonl(f)]
+        split_of = [f.name.removesuffix("_tasks.jsonl") for f in files for _ in iter_jsonl(f)]
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp:
             results = reground(rows, dataset, Path(tmp) / f"{dataset}.sqlite", args.seed)
         wall = time.monotonic() - t0
         by_split: dict[str, list] = collections.defaultdict(list)
-        for (_, row), res in zip(rows, results):
-            by_split[row.get("split", "?")].append((row, res))
+        for split, (_, row), res in zip(split_of, rows, results, strict=True):
+            by_split[split].append((row, res))
         for split, pairs in sorted(by_split.items()):
             possible = [(r, s) for r, s in pairs if not r.get("is_impossible")]
             ok = sum(s.nonempty for _, s in possible)
             zero = sum(s.answer in (["0"], ["0.0"]) for _, s in possible)
             errs = sum(s.error is not None for _, s in pairs)
-            print(f"{dataset:10} {split:6} {len(pairs):6d} {len(pairs) - len(possible):6d} {ok / max(len(possible), 1):9.3f} "
-                  f"{zero / max(len(possible), 1):6.3f} {errs:6d} {wall:7.1f}")
+            print(
+                f"{dataset:10} {split:6} {len(pairs):6d} {len(pairs) - len(possible):6d} "
+                f"{ok / max(len(possible), 1):9.3f} "
+                f"{zero / max(len(possible), 1):6.3f} {errs:6d} {wall:7.1f}"
+            )
         shown = 0
-        for row, res in ((r, s) for _, r in rows for s in [None]):
-            pass
-        for (_, row), res in zip(rows, results):
+        for (_, row), res in zip(rows, results, strict=True):
             if shown >= args.show_failures:
                 break
             if not row.get("is_impossible") and not res.nonempty:

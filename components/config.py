@@ -31,7 +31,7 @@ class DataConfig(_Strict):
     suites: dict[str, SuiteSize] = Field(
         default_factory=lambda: {
             "demo": SuiteSize(train_per_category=6, test_per_category=3),
-            "full": SuiteSize(train_per_category=1900, test_per_category=400),
+            "full": SuiteSize(train_per_category=1000, test_per_category=200),
         }
     )
     confirm_chunk: int = Field(default=200, gt=0, description="tasks whose reference code shares one sandbox run")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,8 @@ data_app = typer.Typer(help="Build, import and validate task data.", no_args_is_
 tasks_app = typer.Typer(help="Work with task files.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
+pipeline_app = typer.Typer(help="Run the whole pipeline.", no_args_is_help=True)
+app.add_typer(pipeline_app, name="pipeline")
 console = Console(stderr=True)
 
 
@@ -25,6 +28,14 @@ def _mount_sandbox() -> None:
     from flows.cli_sandbox import app as sandbox_app
 
     app.add_typer(sandbox_app, name="sandbox")
+
+
+@pipeline_app.command("run")
+def pipeline_run(profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo") -> None:
+    """The main job on one profile: build the data, then every later stage."""
+    from flows.pipeline import pipeline_flow
+
+    console.print_json(json.dumps(pipeline_flow(profile=profile), default=str))
 
 
 @data_app.command("build")
@@ -78,7 +89,7 @@ def tasks_validate(tasks: Annotated[Path, typer.Option(help="tasks.jsonl")]) -> 
     from components.tasks.validation import validate_tasks
 
     report = validate_tasks(tasks)
-    console.print_json(report.model_dump_json())
+    print(report.model_dump_json(indent=2))
     raise typer.Exit(0 if report.success else 1)
 
 
@@ -108,6 +119,6 @@ def main() -> None:
     try:
         app()
     except (RecordError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        sys.stderr.write(f"error: {exc}\n")  # plain text: a path must not be wrapped or styled
         raise SystemExit(2) from None
 

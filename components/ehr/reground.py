@@ -96,8 +96,13 @@ def seed_world(rows: list[tuple[int | None, dict]], schema: str, seed: int, n_pa
     return world
 
 
-def reground(rows: list[dict] | list[tuple[int | None, dict]], schema: str, db_path: Path, seed: int,
-             n_patients: int = BASE_PATIENTS) -> list[RegroundResult]:
+def reground(
+    rows: list[dict] | list[tuple[int | None, dict]],
+    schema: str,
+    db_path: Path,
+    seed: int,
+    n_patients: int = BASE_PATIENTS,
+) -> list[RegroundResult]:
     numbered = _numbered(rows)
     _check_rows(numbered, schema)
     world = seed_world(numbered, schema, seed, n_patients)
@@ -105,8 +110,9 @@ def reground(rows: list[dict] | list[tuple[int | None, dict]], schema: str, db_p
     return _run_all(numbered, schema, Path(db_path))
 
 
-def reground_dataset(rows_with_line_numbers: list[tuple[int, dict]], dataset: str, out_dir: Path, seed: int
-                     ) -> tuple[str, list[RegroundResult]]:
+def reground_dataset(
+    rows_with_line_numbers: list[tuple[int, dict]], dataset: str, out_dir: Path, seed: int
+) -> tuple[str, list[RegroundResult]]:
     """Seed one database for a whole release dataset (all splits together) under out_dir; return its relative path."""
     if dataset not in DATASET_SCHEMA:
         raise ValueError(f"no EHR schema for dataset {dataset!r}; expected one of {sorted(DATASET_SCHEMA)}")
@@ -115,7 +121,9 @@ def reground_dataset(rows_with_line_numbers: list[tuple[int, dict]], dataset: st
     return rel, results
 
 
-def answers_on_real_db(rows: list[dict] | list[tuple[int | None, dict]], schema: str, db_path: Path) -> list[RegroundResult]:
+def answers_on_real_db(
+    rows: list[dict] | list[tuple[int | None, dict]], schema: str, db_path: Path
+) -> list[RegroundResult]:
     """Run the release SQL on a real (credentialed) database the user points at, with EHRSQL's time pinning."""
     if not Path(db_path).is_file():
         raise FileNotFoundError(f"EHR database not found: {db_path}")

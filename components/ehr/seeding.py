@@ -9,6 +9,7 @@ population counts and rankings are not trivial.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,26 +18,56 @@ from components.ehr.timeline import NOW, D, H, Visit
 from components.ehr.world import Patient, World
 
 _LIT = r"('(?:[^']|'')*'|-?\d+(?:\.\d+)?)"
-_COND = re.compile(rf"\b([a-z_]+)\.([a-z_0-9]+) (=|like|>=|<=|>|<) {_LIT}")
+_COND = re.compile(rf"\b([a-z_][a-z_0-9]*)\.([a-z_0-9]+) (=|like|>=|<=|>|<) {_LIT}")
 
 NAME_COLUMNS = {
     "mimic_iii": {
-        ("d_icd_diagnoses", "short_title"): "diagnosis", ("d_icd_procedures", "short_title"): "procedure",
-        ("d_labitems", "label"): "lab", ("prescriptions", "drug"): "drug", ("microbiologyevents", "spec_type_desc"): "culture",
+        ("d_icd_diagnoses", "short_title"): "diagnosis",
+        ("d_icd_procedures", "short_title"): "procedure",
+        ("d_labitems", "label"): "lab",
+        ("prescriptions", "drug"): "drug",
+        ("microbiologyevents", "spec_type_desc"): "culture",
     },
     "eicu": {
-        ("diagnosis", "diagnosisname"): "diagnosis", ("treatment", "treatmentname"): "procedure", ("lab", "labname"): "lab",
-        ("medication", "drugname"): "drug", ("microlab", "culturesite"): "culture", ("allergy", "allergyname"): "allergy",
+        ("diagnosis", "diagnosisname"): "diagnosis",
+        ("treatment", "treatmentname"): "procedure",
+        ("lab", "labname"): "lab",
+        ("medication", "drugname"): "drug",
+        ("microlab", "culturesite"): "culture",
+        ("allergy", "allergyname"): "allergy",
     },
 }
 EVENT_TABLES = {
-    "mimic_iii": {"diagnoses_icd": "diagnosis", "procedures_icd": "procedure", "labevents": "lab", "prescriptions": "drug",
-                  "chartevents": "vital", "inputevents_cv": "intake", "outputevents": "output", "microbiologyevents": "culture"},
-    "eicu": {"diagnosis": "diagnosis", "treatment": "procedure", "lab": "lab", "medication": "drug", "vitalperiodic": "vital",
-             "microlab": "culture", "allergy": "allergy"},
+    "mimic_iii": {
+        "diagnoses_icd": "diagnosis",
+        "procedures_icd": "procedure",
+        "labevents": "lab",
+        "prescriptions": "drug",
+        "chartevents": "vital",
+        "inputevents_cv": "intake",
+        "outputevents": "output",
+        "microbiologyevents": "culture",
+    },
+    "eicu": {
+        "diagnosis": "diagnosis",
+        "treatment": "procedure",
+        "lab": "lab",
+        "medication": "drug",
+        "vitalperiodic": "vital",
+        "microlab": "culture",
+        "allergy": "allergy",
+    },
 }
 LINKSTO_KIND = {"chartevents": "vital", "inputevents_cv": "intake", "outputevents": "output"}
-VITAL_COLUMNS = ("temperature", "sao2", "heartrate", "respiration", "systemicsystolic", "systemicdiastolic", "systemicmean")
+VITAL_COLUMNS = (
+    "temperature",
+    "sao2",
+    "heartrate",
+    "respiration",
+    "systemicsystolic",
+    "systemicdiastolic",
+    "systemicmean",
+)
 
 
 @dataclass
@@ -57,6 +88,7 @@ class Need:
     need_open: bool = False
     need_dod: bool = False
     expired: bool = False
+    step_down: bool = False
 
 
 def _unquote(lit: str) -> str:
@@ -79,7 +111,7 @@ def _dates(q: str) -> list[datetime]:
     out: list[datetime] = []
     year = month = day = None
     for fmt_, lit in re.findall(r"strftime\('([%YmdHM\-]+)',[a-z0-9_.]+\) (?:=|>=|<=|<|>) '([\d\-]+)'", q):
-        parts = dict(zip(fmt_.replace("%", "").split("-"), lit.split("-")))
+        parts = dict(zip(fmt_.replace("%", "").split("-"), lit.split("-"), strict=False))
         try:
             if "Y" in parts and "m" in parts and "d" in parts:
                 out.append(datetime(int(parts["Y"]), int(parts["m"]), int(parts["d"]), 8, 0))
@@ -102,11 +134,13 @@ def _dates(q: str) -> list[datetime]:
         y = year or 2105
         m = month or (6 if y < 2105 else 10)
         d = day or 14
-        try:
+        with contextlib.suppress(ValueError):  # e.g. a 02-30 in a question
             out.append(datetime(y, m, d, 8, 0))
-        except ValueError:
-            pass
-    for op, n, unit in re.findall(r"datetime\([a-z0-9_.]+\) (>=|<=) datetime\('2105-12-31 23:59:00','-(\d+) (year|month|day|hour)s?'\)", q):
+    for stamp in re.findall(r"\.[a-z]*time \= '(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)'", q):
+        out.append(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
+    for op, n, unit in re.findall(
+        r"datetime\([a-z0-9_.]+\) (>=|<=) datetime\('2105-12-31 23:59:00','-(\d+) (year|month|day|hour)s?'\)", q
+    ):
         edge = _shift(NOW, int(n), unit)
         if op == ">=":
             out.append(edge + (NOW - edge) * 0.5)
@@ -122,10 +156,13 @@ def read_need(schema: str, query: str, value: dict | None) -> Need:
     names = NAME_COLUMNS[schema]
     kinds_seen: set[str] = set()
     for table, kind in EVENT_TABLES[schema].items():
-        if re.search(rf"\b{table}\.", q := query):
+        if re.search(rf"\b{table}\.", query):
             kinds_seen.add(kind)
     if schema == "eicu" and "intakeoutput." in query:
-        kinds_seen.add("output" if "'%output%'" in query else "intake")
+        if "'%output%'" in query:
+            kinds_seen.add("output")
+        if "'%intake%'" in query or "'%input%'" in query:
+            kinds_seen.add("intake")
     named: list[tuple[str, str]] = []
     for table, col, op, lit in _COND.findall(query):
         v = _unquote(lit)
@@ -150,7 +187,11 @@ def read_need(schema: str, query: str, value: dict | None) -> Need:
         elif col == "hospitaldischargestatus" and v == "expired":
             need.expired = True
         elif col in ("valuenum", "labresult") or (table == "vitalperiodic" and col in VITAL_COLUMNS):
-            kind = "lab" if table in ("labevents", "lab") else "vital"
+            kind = (
+                "lab"
+                if col == "labresult" or table == "labevents" or (table != "chartevents" and "labevents" in query)
+                else "vital"
+            )
             name = col if table == "vitalperiodic" else None
             need.thresholds.setdefault((kind, name), []).append((op, float(v)))
             if table == "vitalperiodic":
@@ -171,6 +212,8 @@ def read_need(schema: str, query: str, value: dict | None) -> Need:
         need.patient = int(pid) if schema == "mimic_iii" and str(pid).isdigit() else pid
     need.need_open = bool(re.search(r"(dischtime|hospitaldischargetime|outtime|unitdischargetime) is null", query))
     need.need_dod = ".dod" in query
+    # weight changes within one hospital stay need a second unit stay to carry a second admission weight
+    need.step_down = "patient.admissionweight" in query
     seen: set[tuple[str, str | None]] = set()
     for kind, name in named:
         if (kind, name) not in seen:
@@ -191,7 +234,10 @@ def read_need(schema: str, query: str, value: dict | None) -> Need:
 def _values_for(ths: list[tuple[str, float]]) -> list[float]:
     """Values on both sides of every threshold so comparisons in either direction find rows."""
     out = []
-    for _op, x in ths:
+    for op, x in ths:
+        if op == "=":
+            out.append(x)
+            continue
         step = max(abs(x) * 0.08, 1.0)
         out += [round(x + step, 1), round(x - step, 1)]
     return out
@@ -247,9 +293,7 @@ class Seeder:
 
     def _seed_patient(self, p: Patient, need: Need) -> None:
         for t in need.times:
-            v = self.w.ensure_visit(p, t)
-            if v is not None and v.end is not None and v not in p.visits[:0]:
-                pass
+            self.w.ensure_visit(p, t)
         if need.need_open and p.dod is None:
             self.w.ensure_open_visit(p)
         for v in p.visits:
@@ -288,6 +332,7 @@ class Seeder:
             ns = by_patient[pid]
             gender = next((n.gender for n in ns if n.gender), None)
             p = self.w.add_patient(pid, gender=gender)
+            p.step_down = any(n.step_down for n in ns)
             self._rich_timeline(p)
             for n in ns:
                 self._seed_patient(p, n)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 from components.ehr.eicu_world import EicuWorld
 from components.ehr.mimic_world import MimicWorld
@@ -13,7 +13,7 @@ from components.ehr.treqs_world import TreqsWorld
 
 Schema = Literal["mimic_iii", "eicu", "treqs"]
 SCHEMAS: tuple[str, ...] = ("mimic_iii", "eicu", "treqs")
-AnyWorld = Union[MimicWorld, EicuWorld, TreqsWorld]
+AnyWorld = MimicWorld | EicuWorld | TreqsWorld
 DEFAULT_PATIENTS = 150
 
 

@@ -49,7 +49,9 @@ def random_time(rng: random.Random, lo: datetime, hi: datetime) -> datetime:
     return lo + timedelta(minutes=rng.randint(0, max(span, 0)))
 
 
-def free_slot(visits: list[Visit], t: datetime, before: timedelta, after: timedelta) -> tuple[datetime, datetime] | None:
+def free_slot(
+    visits: list[Visit], t: datetime, before: timedelta, after: timedelta
+) -> tuple[datetime, datetime] | None:
     """A closed visit interval around `t` that overlaps no existing visit, or None when there is no room."""
     prev_end, next_start = EPOCH, NOW - 10 * 60 * timedelta(seconds=1)
     for v in visits:

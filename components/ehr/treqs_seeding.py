@@ -18,11 +18,28 @@ from components.ehr.treqs_world import TreqsWorld
 
 Cond = tuple[str, str, str, str]  # table, column, op, literal
 _OPS = {exp.EQ: "=", exp.GT: ">", exp.LT: "<", exp.GTE: ">=", exp.LTE: "<=", exp.Like: "like"}
-NUMERIC = {"age", "days_stay", "dob_year", "dod_year", "admityear", "expire_flag", "subject_id", "hadm_id", "itemid", "icustay_id"}
-DIAG_BY = {"short_title": {s: (s, lt, c) for s, lt, c in vocab.DIAGNOSES}, "icd9_code": {c: (s, lt, c) for s, lt, c in vocab.DIAGNOSES},
-           "long_title": {lt: (s, lt, c) for s, lt, c in vocab.DIAGNOSES}}
-PROC_BY = {"short_title": {s: (s, lt, c) for s, lt, c in vocab.PROCEDURES}, "icd9_code": {c: (s, lt, c) for s, lt, c in vocab.PROCEDURES},
-           "long_title": {lt: (s, lt, c) for s, lt, c in vocab.PROCEDURES}}
+NUMERIC = {
+    "age",
+    "days_stay",
+    "dob_year",
+    "dod_year",
+    "admityear",
+    "expire_flag",
+    "subject_id",
+    "hadm_id",
+    "itemid",
+    "icustay_id",
+}
+DIAG_BY = {
+    "short_title": {s: (s, lt, c) for s, lt, c in vocab.DIAGNOSES},
+    "icd9_code": {c: (s, lt, c) for s, lt, c in vocab.DIAGNOSES},
+    "long_title": {lt: (s, lt, c) for s, lt, c in vocab.DIAGNOSES},
+}
+PROC_BY = {
+    "short_title": {s: (s, lt, c) for s, lt, c in vocab.PROCEDURES},
+    "icd9_code": {c: (s, lt, c) for s, lt, c in vocab.PROCEDURES},
+    "long_title": {lt: (s, lt, c) for s, lt, c in vocab.PROCEDURES},
+}
 
 
 def _col_name(node: exp.Expression) -> str:
@@ -74,9 +91,11 @@ def seed_question(world: TreqsWorld, query: str, copies: int = 3) -> None:
     for table, col, op, lit in read_conditions(query):
         if table == "demographic" and col == "hadm_id":
             continue
-        by_table.setdefault(table, {})[col] = _satisfy(op, lit, col in NUMERIC, rng)
+        if table in ("demographic", "diagnoses", "procedures", "prescriptions", "lab"):
+            by_table.setdefault(table, {})[col] = _satisfy(op, lit, col in NUMERIC, rng)
     for table in re.findall(r"(?:from|join) (\w+)", query):
-        by_table.setdefault(table, {})
+        if table in ("demographic", "diagnoses", "procedures", "prescriptions", "lab"):
+            by_table.setdefault(table, {})
     demo = by_table.pop("demographic", {})
     if re.search(r"select [^;]*\bdemographic\.'dod", query):
         demo.setdefault("expire_flag", 1)
@@ -101,5 +120,9 @@ def seed_question(world: TreqsWorld, query: str, copies: int = 3) -> None:
                         break
                 if "icd9_code" in over:
                     over["icd9_code"] = str(over["icd9_code"])
-            getattr(world, {"diagnoses": "diagnosis", "procedures": "procedure", "prescriptions": "prescription", "lab": "lab"}[table])(
-                sid, hadm, **over)
+            getattr(
+                world,
+                {"diagnoses": "diagnosis", "procedures": "procedure", "prescriptions": "prescription", "lab": "lab"}[
+                    table
+                ],
+            )(sid, hadm, **over)

@@ -38,9 +38,14 @@ class TreqsWorld:
             name = name or f"{r.choice(vocab.FIRST_NAMES)} {r.choice(vocab.LAST_NAMES)}"
             dob_year = r.randint(2040, 2170)
             self.subjects[sid] = {
-                "name": name, "gender": r.choice(["m", "f"]), "dob": datetime(dob_year, r.randint(1, 12), r.randint(1, 28)),
-                "language": r.choice(vocab.LANGUAGES), "religion": r.choice(vocab.RELIGIONS), "ethnicity": r.choice(vocab.ETHNICITIES),
-                "marital_status": r.choice(vocab.MARITAL), "expire_flag": int(r.random() < 0.3),
+                "name": name,
+                "gender": r.choice(["m", "f"]),
+                "dob": datetime(dob_year, r.randint(1, 12), r.randint(1, 28)),
+                "language": r.choice(vocab.LANGUAGES),
+                "religion": r.choice(vocab.RELIGIONS),
+                "ethnicity": r.choice(vocab.ETHNICITIES),
+                "marital_status": r.choice(vocab.MARITAL),
+                "expire_flag": int(r.random() < 0.3),
             }
             self.names.setdefault(name, sid)
         return sid
@@ -71,13 +76,31 @@ class TreqsWorld:
         self._hadm += r.randint(1, 50)
         hadm = self._hadm
         row = {
-            "subject_id": sid, "hadm_id": hadm, "name": subj["name"], "marital_status": subj["marital_status"], "age": age,
-            "dob": fmt(dob), "gender": subj["gender"], "language": subj["language"], "religion": subj["religion"],
-            "admission_type": r.choice(vocab.ADMISSION_TYPES), "days_stay": days, "insurance": r.choice(vocab.INSURANCES),
-            "ethnicity": subj["ethnicity"], "expire_flag": subj["expire_flag"], "admission_location": r.choice(vocab.ADMISSION_LOCATIONS),
-            "discharge_location": "dead/expired" if dod and dod <= disch + timedelta(days=1) else r.choice(vocab.DISCHARGE_LOCATIONS[:4]),
-            "diagnosis": r.choice(vocab.ADMIT_DIAGNOSES), "dod": fmt(dod), "dob_year": dob.year,
-            "dod_year": float(dod.year) if dod else None, "admittime": fmt(admit), "dischtime": fmt(disch), "admityear": year,
+            "subject_id": sid,
+            "hadm_id": hadm,
+            "name": subj["name"],
+            "marital_status": subj["marital_status"],
+            "age": age,
+            "dob": fmt(dob),
+            "gender": subj["gender"],
+            "language": subj["language"],
+            "religion": subj["religion"],
+            "admission_type": r.choice(vocab.ADMISSION_TYPES),
+            "days_stay": days,
+            "insurance": r.choice(vocab.INSURANCES),
+            "ethnicity": subj["ethnicity"],
+            "expire_flag": subj["expire_flag"],
+            "admission_location": r.choice(vocab.ADMISSION_LOCATIONS),
+            "discharge_location": "dead/expired"
+            if dod and dod <= disch + timedelta(days=1)
+            else r.choice(vocab.DISCHARGE_LOCATIONS[:4]),
+            "diagnosis": r.choice(vocab.ADMIT_DIAGNOSES),
+            "dod": fmt(dod),
+            "dob_year": dob.year,
+            "dod_year": float(dod.year) if dod else None,
+            "admittime": fmt(admit),
+            "dischtime": fmt(disch),
+            "admityear": year,
         }
         for k, val in over.items():
             if k in row and k not in ("age", "admityear", "days_stay", "dob_year", "dod_year"):
@@ -87,17 +110,33 @@ class TreqsWorld:
 
     def diagnosis(self, sid: int, hadm: int, **over: Any) -> None:
         short, long, code = self.rng.choice(vocab.DIAGNOSES)
-        self.store.add("diagnoses", subject_id=sid, hadm_id=hadm, **{"icd9_code": code, "short_title": short, "long_title": long, **over})
+        self.store.add(
+            "diagnoses",
+            subject_id=sid,
+            hadm_id=hadm,
+            **{"icd9_code": code, "short_title": short, "long_title": long, **over},
+        )
 
     def procedure(self, sid: int, hadm: int, **over: Any) -> None:
         short, long, code = self.rng.choice(vocab.PROCEDURES)
-        self.store.add("procedures", subject_id=sid, hadm_id=hadm, **{"icd9_code": code, "short_title": short, "long_title": long, **over})
+        self.store.add(
+            "procedures",
+            subject_id=sid,
+            hadm_id=hadm,
+            **{"icd9_code": code, "short_title": short, "long_title": long, **over},
+        )
 
     def prescription(self, sid: int, hadm: int, **over: Any) -> None:
         drug, route, dose, unit, code, dtype = self.rng.choice(vocab.DRUGS)
         self._icustay += self.rng.randint(1, 9)
-        row = {"icustay_id": self._icustay, "drug_type": dtype, "drug": drug, "formulary_drug_cd": code, "route": route,
-               "drug_dose": dose}
+        row = {
+            "icustay_id": self._icustay,
+            "drug_type": dtype,
+            "drug": drug,
+            "formulary_drug_cd": code,
+            "route": route,
+            "drug_dose": dose,
+        }
         self.store.add("prescriptions", subject_id=sid, hadm_id=hadm, **{**row, **over})
 
     def lab(self, sid: int, hadm: int, **over: Any) -> None:
@@ -107,9 +146,18 @@ class TreqsWorld:
             self.itemids[over["label"]] = 51500 + len(self.itemids)
         itemid = self.itemids.get(label, 51000)
         value = round(self.rng.uniform(lo, hi), 1)
-        t = datetime(2100 + self.rng.randint(0, 90), self.rng.randint(1, 12), self.rng.randint(1, 28), self.rng.randint(0, 23))
-        row = {"itemid": itemid, "charttime": fmt(t), "flag": self.rng.choice(LAB_FLAGS), "value_unit": f"{value}{unit}",
-               "label": label, "fluid": fluid, "category": category}
+        t = datetime(
+            2100 + self.rng.randint(0, 90), self.rng.randint(1, 12), self.rng.randint(1, 28), self.rng.randint(0, 23)
+        )
+        row = {
+            "itemid": itemid,
+            "charttime": fmt(t),
+            "flag": self.rng.choice(LAB_FLAGS),
+            "value_unit": f"{value}{unit}",
+            "label": label,
+            "fluid": fluid,
+            "category": category,
+        }
         self.store.add("lab", subject_id=sid, hadm_id=hadm, **{**row, **over})
 
     def populate_admission(self, sid: int, hadm: int) -> None:

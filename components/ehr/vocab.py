@@ -50,7 +50,11 @@ DIAGNOSES: list[tuple[str, str, str]] = [
 PROCEDURES: list[tuple[str, str, str]] = [
     ("venous cath nec", "venous catheterization, not elsewhere classified", "3893"),
     ("insert endotracheal tube", "insertion of endotracheal tube", "9604"),
-    ("cont inv mec ven <96 hrs", "continuous invasive mechanical ventilation for less than 96 consecutive hours", "9671"),
+    (
+        "cont inv mec ven <96 hrs",
+        "continuous invasive mechanical ventilation for less than 96 consecutive hours",
+        "9671",
+    ),
     ("cont inv mec ven 96+ hrs", "continuous invasive mechanical ventilation for 96 consecutive hours or more", "9672"),
     ("enteral infus nutrit sub", "enteral infusion of concentrated nutritional substances", "9615"),
     ("packed cell transfusion", "transfusion of packed cells", "9904"),
@@ -172,30 +176,146 @@ VITALS: list[tuple[str, str, float, float]] = [
 ]
 # inputevents_cv items: (label, low ml, high ml)
 INPUTS: list[tuple[str, float, float]] = [
-    ("d5w", 10, 250), (".9% normal saline", 50, 1000), ("lactated ringers", 100, 1000), ("d10w", 10, 100),
-    ("tpn", 40, 120), ("packed rbc's", 250, 350), ("fresh frozen plasma", 200, 300), ("propofol", 5, 40),
-    ("insulin", 1, 10), ("heparin", 5, 20), ("po intake", 60, 480), ("free water bolus", 50, 250),
+    ("d5w", 10, 250),
+    (".9% normal saline", 50, 1000),
+    ("lactated ringers", 100, 1000),
+    ("d10w", 10, 100),
+    ("tpn", 40, 120),
+    ("packed rbc's", 250, 350),
+    ("fresh frozen plasma", 200, 300),
+    ("propofol", 5, 40),
+    ("insulin", 1, 10),
+    ("heparin", 5, 20),
+    ("po intake", 60, 480),
+    ("free water bolus", 50, 250),
 ]
 # outputevents items: (label, low ml, high ml)
 OUTPUTS: list[tuple[str, float, float]] = [
-    ("foley", 20, 400), ("void", 100, 600), ("chest tubes cticu ct 1", 10, 150), ("stool out fecal bag", 50, 400),
-    ("ostomy (output)", 50, 300), ("jackson pratt #1", 10, 120), ("oral gastric", 20, 300), ("urine out incontinent", 50, 300),
+    ("foley", 20, 400),
+    ("void", 100, 600),
+    ("chest tubes cticu ct 1", 10, 150),
+    ("stool out fecal bag", 50, 400),
+    ("ostomy (output)", 50, 300),
+    ("jackson pratt #1", 10, 120),
+    ("oral gastric", 20, 300),
+    ("urine out incontinent", 50, 300),
 ]
-SPECIMENS = ["blood culture", "urine", "sputum", "swab", "mrsa screen", "stool", "catheter tip-iv", "pleural fluid", "bronchoalveolar lavage"]
-ORGANISMS = ["staph aureus coag +", "escherichia coli", "klebsiella pneumoniae", "pseudomonas aeruginosa", "enterococcus sp.", "yeast", "staphylococcus, coagulase negative"]
+SPECIMENS = [
+    "blood culture",
+    "urine",
+    "sputum",
+    "swab",
+    "mrsa screen",
+    "stool",
+    "catheter tip-iv",
+    "pleural fluid",
+    "bronchoalveolar lavage",
+]
+ORGANISMS = [
+    "staph aureus coag +",
+    "escherichia coli",
+    "klebsiella pneumoniae",
+    "pseudomonas aeruginosa",
+    "enterococcus sp.",
+    "yeast",
+    "staphylococcus, coagulase negative",
+]
 CAREUNITS = ["micu", "sicu", "ccu", "csru", "tsicu"]
 WARDS = [12, 14, 15, 20, 23, 29, 32, 33, 50, 52, 55, 57]
-ADMISSION_LOCATIONS = ["emergency room admit", "phys referral/normal deli", "clinic referral/premature", "transfer from hosp/extram", "transfer from skild nur"]
-DISCHARGE_LOCATIONS = ["home", "home health care", "snf", "rehab/distinct part hosp", "dead/expired", "long term care hospital"]
+ADMISSION_LOCATIONS = [
+    "emergency room admit",
+    "phys referral/normal deli",
+    "clinic referral/premature",
+    "transfer from hosp/extram",
+    "transfer from skild nur",
+]
+DISCHARGE_LOCATIONS = [
+    "home",
+    "home health care",
+    "snf",
+    "rehab/distinct part hosp",
+    "dead/expired",
+    "long term care hospital",
+]
 ADMISSION_TYPES = ["emergency", "elective", "urgent"]
 INSURANCES = ["medicare", "private", "medicaid", "government", "self pay"]
 MARITAL = ["married", "single", "widowed", "divorced", "separated"]
-ETHNICITIES = ["white", "black/african american", "hispanic or latino", "asian", "unknown/not specified", "white - russian", "american indian/alaska native"]
+ETHNICITIES = [
+    "white",
+    "black/african american",
+    "hispanic or latino",
+    "asian",
+    "unknown/not specified",
+    "white - russian",
+    "american indian/alaska native",
+]
 LANGUAGES = ["engl", "span", "russ", "ptun", "cant"]
 RELIGIONS = ["catholic", "protestant quaker", "jewish", "not specified", "unobtainable", "episcopalian"]
-FIRST_NAMES = ["james", "mary", "robert", "patricia", "john", "jennifer", "michael", "linda", "david", "elizabeth", "william", "barbara", "richard", "susan", "joseph", "jessica", "thomas", "sarah", "charles", "karen", "evelyn", "ida", "jerry", "anna"]
-LAST_NAMES = ["smith", "johnson", "williams", "brown", "jones", "garcia", "miller", "davis", "rodriguez", "martinez", "wilson", "anderson", "thomas", "taylor", "moore", "jackson", "martin", "lee", "thompson", "white", "lawrence", "cook", "deberry"]
-ADMIT_DIAGNOSES = ["pneumonia", "sepsis", "congestive heart failure", "coronary artery disease", "gastrointestinal bleed", "chest pain", "altered mental status", "hypoxia", "overdose", "abdominal pain", "stroke", "fever"]
+FIRST_NAMES = [
+    "james",
+    "mary",
+    "robert",
+    "patricia",
+    "john",
+    "jennifer",
+    "michael",
+    "linda",
+    "david",
+    "elizabeth",
+    "william",
+    "barbara",
+    "richard",
+    "susan",
+    "joseph",
+    "jessica",
+    "thomas",
+    "sarah",
+    "charles",
+    "karen",
+    "evelyn",
+    "ida",
+    "jerry",
+    "anna",
+]
+LAST_NAMES = [
+    "smith",
+    "johnson",
+    "williams",
+    "brown",
+    "jones",
+    "garcia",
+    "miller",
+    "davis",
+    "rodriguez",
+    "martinez",
+    "wilson",
+    "anderson",
+    "thomas",
+    "taylor",
+    "moore",
+    "jackson",
+    "martin",
+    "lee",
+    "thompson",
+    "white",
+    "lawrence",
+    "cook",
+    "deberry",
+]
+ADMIT_DIAGNOSES = [
+    "pneumonia",
+    "sepsis",
+    "congestive heart failure",
+    "coronary artery disease",
+    "gastrointestinal bleed",
+    "chest pain",
+    "altered mental status",
+    "hypoxia",
+    "overdose",
+    "abdominal pain",
+    "stroke",
+    "fever",
+]
 
 # --- eICU -------------------------------------------------------------------------------------------------
 EICU_DIAGNOSES: list[tuple[str, str]] = [  # (diagnosisname, icd9code)
@@ -221,33 +341,119 @@ EICU_DIAGNOSES: list[tuple[str, str]] = [  # (diagnosisname, icd9code)
     ("septic shock", "785.52, r65.21"),
 ]
 EICU_TREATMENTS = [
-    "mechanical ventilation", "normal saline administration", "antibacterials - penicillins", "vasopressors - norepinephrine > 0.1 micrograms/kg/min",
-    "oxygen therapy (< 40%)", "insulin", "stress ulcer prophylaxis - pantoprazole", "vte prophylaxis - low molecular weight heparin",
-    "chest x-ray", "analgesics - bolus parenteral analgesics", "electrolyte administration - potassium", "cultures", "intubation",
-    "hemodialysis", "glucose - d50", "diuretic - furosemide", "transfusion of red blood cells",
+    "mechanical ventilation",
+    "normal saline administration",
+    "antibacterials - penicillins",
+    "vasopressors - norepinephrine > 0.1 micrograms/kg/min",
+    "oxygen therapy (< 40%)",
+    "insulin",
+    "stress ulcer prophylaxis - pantoprazole",
+    "vte prophylaxis - low molecular weight heparin",
+    "chest x-ray",
+    "analgesics - bolus parenteral analgesics",
+    "electrolyte administration - potassium",
+    "cultures",
+    "intubation",
+    "hemodialysis",
+    "glucose - d50",
+    "diuretic - furosemide",
+    "transfusion of red blood cells",
 ]
 # (labname, low, high) — eICU lab names are lower-case with eICU's own spellings
 EICU_LABS: list[tuple[str, float, float]] = [
-    ("glucose", 70, 250), ("potassium", 3.0, 5.8), ("sodium", 128, 148), ("chloride", 92, 112), ("bicarbonate", 16, 32),
-    ("creatinine", 0.5, 4.0), ("bun", 6, 60), ("anion gap", 8, 22), ("magnesium", 1.4, 2.8), ("calcium", 7.5, 10.5),
-    ("hgb", 7, 16), ("hct", 22, 48), ("platelets x 1000", 60, 450), ("wbc x 1000", 3, 20), ("rbc", 2.5, 5.8), ("mcv", 78, 102),
-    ("rdw", 11.5, 20.5), ("pt - inr", 0.9, 3.5), ("lactate", 0.5, 6.0), ("ph", 7.2, 7.5), ("pao2", 60, 200), ("paco2", 30, 60),
-    ("-monos", 2, 14), ("-lymphs", 5, 40), ("fe", 20, 160), ("tv", 300, 600), ("total bilirubin", 0.2, 4.0), ("albumin", 2.0, 4.8),
-    ("bedside glucose", 70, 250), ("troponin - i", 0.01, 1.5),
+    ("glucose", 70, 250),
+    ("potassium", 3.0, 5.8),
+    ("sodium", 128, 148),
+    ("chloride", 92, 112),
+    ("bicarbonate", 16, 32),
+    ("creatinine", 0.5, 4.0),
+    ("bun", 6, 60),
+    ("anion gap", 8, 22),
+    ("magnesium", 1.4, 2.8),
+    ("calcium", 7.5, 10.5),
+    ("hgb", 7, 16),
+    ("hct", 22, 48),
+    ("platelets x 1000", 60, 450),
+    ("wbc x 1000", 3, 20),
+    ("rbc", 2.5, 5.8),
+    ("mcv", 78, 102),
+    ("rdw", 11.5, 20.5),
+    ("pt - inr", 0.9, 3.5),
+    ("lactate", 0.5, 6.0),
+    ("ph", 7.2, 7.5),
+    ("pao2", 60, 200),
+    ("paco2", 30, 60),
+    ("-monos", 2, 14),
+    ("-lymphs", 5, 40),
+    ("fe", 20, 160),
+    ("tv", 300, 600),
+    ("total bilirubin", 0.2, 4.0),
+    ("albumin", 2.0, 4.8),
+    ("bedside glucose", 70, 250),
+    ("troponin - i", 0.01, 1.5),
 ]
 # (drugname, routeadmin, dosage)
 EICU_DRUGS: list[tuple[str, str, str]] = [
-    ("potassium chloride", "iv", "20 meq"), ("furosemide", "iv", "40 mg"), ("acetaminophen", "po", "650 mg"),
-    ("pantoprazole", "iv", "40 mg"), ("heparin", "subcutan", "5000 units"), ("insulin aspart", "subcutan", "2 units"),
-    ("ondansetron", "iv", "4 mg"), ("aspirin", "oral", "81 mg"), ("levothyroxine", "oral", "50 mcg"), ("lorazepam 0.5 mg tab", "oral", "0.5 mg"),
-    ("morphine 4 mg/ml syringe : 1 ml syringe", "intravenous", "2 mg"), ("sodium chloride 0.9%", "iv", "1000 ml"),
-    ("nss 0.9% 1,000 ml bolus infusion", "iv", "1000 ml"), ("ecotrin ec", "oral", "81 mg"), ("metoprolol tartrate 25 mg po tabs", "po", "25 mg"),
-    ("propofol 1% inj", "iv", "10 mcg/kg/min"), ("norepinephrine", "iv", "4 mcg/min"), ("zofran", "iv", "4 mg"), ("lasix", "iv", "40 mg"),
-    ("atorvastatin", "oral", "40 mg"), ("ceftriaxone", "iv", "1 g"), ("vancomycin", "iv", "1 g"),
+    ("potassium chloride", "iv", "20 meq"),
+    ("furosemide", "iv", "40 mg"),
+    ("acetaminophen", "po", "650 mg"),
+    ("pantoprazole", "iv", "40 mg"),
+    ("heparin", "subcutan", "5000 units"),
+    ("insulin aspart", "subcutan", "2 units"),
+    ("ondansetron", "iv", "4 mg"),
+    ("aspirin", "oral", "81 mg"),
+    ("levothyroxine", "oral", "50 mcg"),
+    ("lorazepam 0.5 mg tab", "oral", "0.5 mg"),
+    ("morphine 4 mg/ml syringe : 1 ml syringe", "intravenous", "2 mg"),
+    ("sodium chloride 0.9%", "iv", "1000 ml"),
+    ("nss 0.9% 1,000 ml bolus infusion", "iv", "1000 ml"),
+    ("ecotrin ec", "oral", "81 mg"),
+    ("metoprolol tartrate 25 mg po tabs", "po", "25 mg"),
+    ("propofol 1% inj", "iv", "10 mcg/kg/min"),
+    ("norepinephrine", "iv", "4 mcg/min"),
+    ("zofran", "iv", "4 mg"),
+    ("lasix", "iv", "40 mg"),
+    ("atorvastatin", "oral", "40 mg"),
+    ("ceftriaxone", "iv", "1 g"),
+    ("vancomycin", "iv", "1 g"),
 ]
-EICU_INTAKES = ["ivpb", "p.o.", "volume (ml)-norepinephrine", "enteral tube intake", "intake ns", "propofol", "continuous infusion meds", "d5w"]
-EICU_OUTPUTS = ["urine", "urine catheter", "urinary catheter output: indwelling/continuous ure", "stool", "indwelling catheter", "output (ml)-chest tube #1", "emesis"]
-EICU_CULTURE_SITES = ["blood, venipuncture", "urine, catheter specimen", "sputum, tracheal specimen", "nasopharynx", "wound, decubitus", "bronchial lavage", "other", "urine, voided specimen"]
-EICU_ALLERGIES = ["penicillins", "sulfa (sulfonamide antibiotics)", "codeine", "morphine", "latex", "iodine", "cephalexin"]
+EICU_INTAKES = [
+    "ivpb",
+    "p.o.",
+    "volume (ml)-norepinephrine",
+    "enteral tube intake",
+    "intake ns",
+    "propofol",
+    "continuous infusion meds",
+    "d5w",
+]
+EICU_OUTPUTS = [
+    "urine",
+    "urine catheter",
+    "urinary catheter output: indwelling/continuous ure",
+    "stool",
+    "indwelling catheter",
+    "output (ml)-chest tube #1",
+    "emesis",
+]
+EICU_CULTURE_SITES = [
+    "blood, venipuncture",
+    "urine, catheter specimen",
+    "sputum, tracheal specimen",
+    "nasopharynx",
+    "wound, decubitus",
+    "bronchial lavage",
+    "other",
+    "urine, voided specimen",
+]
+EICU_ALLERGIES = [
+    "penicillins",
+    "sulfa (sulfonamide antibiotics)",
+    "codeine",
+    "morphine",
+    "latex",
+    "iodine",
+    "cephalexin",
+]
 EICU_ADMIT_SOURCES = ["emergency department", "direct admit", "floor", "operating room", "other hospital"]
 EICU_ETHNICITIES = ["caucasian", "african american", "hispanic", "asian", "native american", "other/unknown"]

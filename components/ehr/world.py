@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from components.ehr.store import TableStore
-from components.ehr.timeline import NOW, H, D, Visit, base_intervals, free_slot, random_time
+from components.ehr.timeline import NOW, D, H, Visit, base_intervals, free_slot, random_time
 
 KINDS = ("diagnosis", "procedure", "lab", "drug", "vital", "intake", "output", "culture")
 
@@ -25,6 +25,7 @@ class Patient:
     visits: list[Visit] = field(default_factory=list)
     age_hint: tuple[int, int] | None = None
     expired: bool = False
+    step_down: bool = False  # eICU: each hospital stay also holds a short step-down unit stay (weight questions)
 
     def visit_at(self, t: datetime) -> Visit | None:
         for v in self.visits:
@@ -74,8 +75,15 @@ class World:
 
     def add_visit(self, p: Patient, start: datetime, end: datetime | None, **attrs: object) -> Visit:
         hid, uid = self.next_visit_ids()
-        v = Visit(hid, uid, start, end, careunit=self.rng.choice(self.careunits), wardid=self.rng.choice(self.wards),
-                  admit_source=self.rng.choice(self.admit_sources))
+        v = Visit(
+            hid,
+            uid,
+            start,
+            end,
+            careunit=self.rng.choice(self.careunits),
+            wardid=self.rng.choice(self.wards),
+            admit_source=self.rng.choice(self.admit_sources),
+        )
         for k, val in attrs.items():
             if val:
                 setattr(v, k, val)
@@ -114,11 +122,22 @@ class World:
     def cost_of(self, event_type: str, name: str) -> float:
         key = (event_type, name)
         if key not in self._costs:
-            self._costs[key] = round(self.rng.uniform(2.0, 40.0) if event_type != "procedure_icd" else self.rng.uniform(300, 4000), 2)
+            self._costs[key] = round(
+                self.rng.uniform(2.0, 40.0) if event_type != "procedure_icd" else self.rng.uniform(300, 4000), 2
+            )
         return self._costs[key]
 
-    def event(self, kind: str, p: Patient, v: Visit, t: datetime, name: str | None = None, value: float | None = None,
-              route: str | None = None, organism: str | None = None) -> None:
+    def event(
+        self,
+        kind: str,
+        p: Patient,
+        v: Visit,
+        t: datetime,
+        name: str | None = None,
+        value: float | None = None,
+        route: str | None = None,
+        organism: str | None = None,
+    ) -> None:
         getattr(self, f"_emit_{kind}")(p, v, t, name, value, route, organism)
 
     def random_name(self, kind: str) -> str:
@@ -129,8 +148,17 @@ class World:
         rng = self.rng
         end = v.end if v.end is not None else NOW - H
         lo, hi = v.start + 2 * H, max(end - 2 * H, v.start + 3 * H)
-        counts = {"diagnosis": (2, 5), "procedure": (1, 3), "lab": (4, 12), "drug": (3, 8), "vital": (3, 10),
-                  "intake": (2, 6), "output": (2, 6), "culture": (0, 2), "allergy": (0, 1)}
+        counts = {
+            "diagnosis": (2, 5),
+            "procedure": (1, 3),
+            "lab": (4, 12),
+            "drug": (3, 8),
+            "vital": (3, 10),
+            "intake": (2, 6),
+            "output": (2, 6),
+            "culture": (0, 2),
+            "allergy": (0, 1),
+        }
         for kind in self.kinds:
             a, b = counts[kind]
             for _ in range(int(rng.randint(a, b) * density + 0.5)):

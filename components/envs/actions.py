@@ -49,12 +49,13 @@ class ParseError(BaseModel):
 
 ACTION_FORMAT = """\
 Reply with exactly one action per turn, as a JSON object (a ```json fence around it is fine):
-  {"type": "run_code", "code": "<python source>"}          run Python in the sandbox and see its output
-  {"type": "inspect_data", "path": "<file>", "column": "<optional column, table.column for SQLite>", "value": "<optional value to look for>"}
-                                                          show a file's schema; with column, its distinct values; with value, the closest matching values
-  {"type": "submit_answer", "answer": <JSON value, or the program as a string for coding tasks>}
-                                                          your final answer; only this is scored and it ends the episode
-A bare ```python fenced block is also accepted and runs as run_code. Printed output is never scored: submit the answer."""
+- Run Python in the sandbox and see its output:
+  {"type": "run_code", "code": "<python source>"}
+- Show a file's schema; with "column", its distinct values; with "value", the closest matching values:
+  {"type": "inspect_data", "path": "<file>", "column": "<optional; table.column for SQLite>", "value": "<optional>"}
+- Submit your final answer (a JSON value; for coding tasks, the program as a string). Only this is scored:
+  {"type": "submit_answer", "answer": <answer>}
+A bare ```python fenced block also works and runs as run_code. Printed output is never scored: submit."""
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 

@@ -9,13 +9,14 @@ are gone once the process exits. The wrapper deletes itself, so a stateful names
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 AGENT_FILENAME = "<agent_code>"
 HINT_MARKER = "__medgym_hint__ "
 
-_WRAPPER = r'''
+_WRAPPER = r"""
 def _medgym_run(src, filename, marker):
     globals().pop("_medgym_run", None)  # the agent's code must not see the wrapper
     import json, re, sys
@@ -57,7 +58,7 @@ def _medgym_run(src, filename, marker):
         except Exception:
             pass
         raise
-'''
+"""
 
 
 def wrap(code: str) -> str:
@@ -72,10 +73,9 @@ def split_hints(stderr: str) -> tuple[str, dict[str, Any]]:
     hints: dict[str, Any] = {}
     for line in stderr.splitlines(keepends=True):
         if line.startswith(HINT_MARKER):
-            try:
+            # a line cut by the output cap is dropped: the facts are a bonus, the traceback still stands
+            with contextlib.suppress(json.JSONDecodeError):
                 hints.update(json.loads(line[len(HINT_MARKER) :]))
-            except json.JSONDecodeError:
-                pass  # cut by the output cap; the facts are a bonus, the traceback still stands
         else:
             kept.append(line)
     return "".join(kept), hints

@@ -31,13 +31,21 @@ class EnvConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_turns: int = Field(default=10, ge=1, description="actions allowed, parse failures included")
-    stateful: bool = Field(default=False, description="variables persist between run_code turns (the sandbox factory must match)")
+    stateful: bool = Field(
+        default=False, description="variables persist between run_code turns (the sandbox factory must match)"
+    )
     exec_timeout_s: float = Field(default=30.0, gt=0, description="wall-clock limit per run_code / inspect_data")
     feedback: Literal["rule", "llm"] = Field(default="rule", description="who writes the error explanation")
-    loop_window: int = Field(default=3, ge=2, description="the same action or the same error this many times in a row is a loop")
+    loop_window: int = Field(
+        default=3, ge=2, description="the same action or the same error this many times in a row is a loop"
+    )
     end_on_loop: bool = Field(default=False, description="end the episode as soon as a loop is seen")
-    max_output_chars: int = Field(default=4000, ge=200, description="stdout shown per turn; the middle is elided beyond this")
-    inspect_max_values: int = Field(default=50, ge=1, description="distinct values / near matches listed by inspect_data")
+    max_output_chars: int = Field(
+        default=4000, ge=200, description="stdout shown per turn; the middle is elided beyond this"
+    )
+    inspect_max_values: int = Field(
+        default=50, ge=1, description="distinct values / near matches listed by inspect_data"
+    )
 
 
 class Observation(BaseModel):
@@ -54,8 +62,9 @@ class StepResult(BaseModel):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
-def make_sandbox_factory(config: EnvConfig, backend: Literal["process", "docker", "auto"] = "auto",
-                         limits: Limits | None = None) -> Callable[[], Sandbox]:
+def make_sandbox_factory(
+    config: EnvConfig, backend: Literal["process", "docker", "auto"] = "auto", limits: Limits | None = None
+) -> Callable[[], Sandbox]:
     """A factory whose sandboxes match `config` (statefulness, time limit)."""
     from components.sandbox.factory import open_sandbox
 
@@ -66,8 +75,13 @@ def make_sandbox_factory(config: EnvConfig, backend: Literal["process", "docker"
 class CodingEnv:
     """One episode at a time; `reset` starts the next (and closes the previous episode's sandbox)."""
 
-    def __init__(self, task_root: Path, sandbox_factory: Callable[[], Sandbox], config: EnvConfig | None = None,
-                 explain: Explainer | None = None) -> None:
+    def __init__(
+        self,
+        task_root: Path,
+        sandbox_factory: Callable[[], Sandbox],
+        config: EnvConfig | None = None,
+        explain: Explainer | None = None,
+    ) -> None:
         self.config = config or EnvConfig()
         if self.config.feedback == "llm" and explain is None:
             raise ValueError("EnvConfig.feedback is 'llm' but no explain callable was given")
@@ -100,8 +114,13 @@ class CodingEnv:
         self._started = time.monotonic()
         first = self._first_observation(task)
         self._episode = Episode(
-            episode_id=f"{task.task_id}#{sample_index}", task_id=task.task_id, sample_index=sample_index,
-            dataset=task.dataset, category=task.category, domain=task.domain.value, first_observation=first,
+            episode_id=f"{task.task_id}#{sample_index}",
+            task_id=task.task_id,
+            sample_index=sample_index,
+            dataset=task.dataset,
+            category=task.category,
+            domain=task.domain.value,
+            first_observation=first,
             env_config=self.config.model_dump(mode="json"),
         )
         return Observation(text=first, turn=0, turns_left=self.config.max_turns, files=self.files)
@@ -136,16 +155,21 @@ class CodingEnv:
             reason = detect_loop(ep.turns, self.config.loop_window)
             if reason:
                 ep.loop_detected, ep.loop_reason = True, reason
-                if not done:
-                    turn.observation += f"\n\nNote: {reason}. Repeating it will not change the result; try something different."
-                done = done or self.config.end_on_loop
+                if not done and self.config.end_on_loop:
+                    done = True
+                    turn.observation += f"\n\nThe episode is stopped: {reason}."
+                elif not done:
+                    turn.observation += (
+                        f"\n\nNote: {reason}. Repeating it will not change the result; try something different."
+                    )
         left = self.config.max_turns - len(ep.turns)
         if not done and left <= 0:
             done = True
             turn.observation += "\n\nTurn limit reached: the episode is over and nothing was submitted."
         elif not done:
             turn.observation += f"\n\n[turn {len(ep.turns)} of {self.config.max_turns}" + (
-                "; next turn is the last: submit your answer]" if left == 1 else "]")
+                "; next turn is the last: submit your answer]" if left == 1 else "]"
+            )
         turn.duration_s = time.monotonic() - start
         if done:
             self._finish()
@@ -177,10 +201,15 @@ class CodingEnv:
             turn.observation = self._output_text(result)
             return
         turn.error = error
-        sqlite_files = [cf.path for cf in self._task.context_files
-                        if cf.kind == "sqlite" or cf.path.lower().endswith(SQLITE_SUFFIXES)]
+        sqlite_files = [
+            cf.path
+            for cf in self._task.context_files
+            if cf.kind == "sqlite" or cf.path.lower().endswith(SQLITE_SUFFIXES)
+        ]
         turn.facts = feedback.gather_facts(error, action.code, hints, self.files, sqlite_files, self._inspect_info)
-        ctx = ErrorContext(error=error, code=action.code, facts=turn.facts, stderr_tail=feedback.agent_traceback(stderr))
+        ctx = ErrorContext(
+            error=error, code=action.code, facts=turn.facts, stderr_tail=feedback.agent_traceback(stderr)
+        )
         explanation, turn.explanation_source = self._explanation(ctx, turn)
         turn.observation = feedback.render(ctx, explanation, result.truncated, self._clip(result.stdout))
 
@@ -188,7 +217,10 @@ class CodingEnv:
         snippet = inspect_data.build_snippet(action.path, action.column, action.value, self.config.inspect_max_values)
         result = self._exec(snippet)
         turn.exec_result = result
-        turn.observation = self._clip(inspect_data.render(inspect_data.parse_result(result)))
+        info = inspect_data.parse_result(result)
+        if "error" in info:
+            turn.error = ErrorInfo(kind="InspectDataError", message=str(info["error"]))
+        turn.observation = self._clip(inspect_data.render(info))
 
     def _submit(self, action: SubmitAnswer, turn: Turn) -> None:
         ep, task = self.episode, self._task
@@ -223,7 +255,9 @@ class CodingEnv:
         return self._sandbox.exec(code, timeout_s=self.config.exec_timeout_s)
 
     def _inspect_info(self, path: str) -> dict[str, Any]:
-        return inspect_data.parse_result(self._exec(inspect_data.build_snippet(path, max_values=self.config.inspect_max_values)))
+        return inspect_data.parse_result(
+            self._exec(inspect_data.build_snippet(path, max_values=self.config.inspect_max_values, row_counts=False))
+        )
 
     def _explanation(self, ctx: ErrorContext, turn: Turn) -> tuple[str, Literal["rule", "llm"]]:
         if self.config.feedback == "llm" and self._explain is not None:
@@ -234,8 +268,11 @@ class CodingEnv:
         return feedback.explain_rule(ctx), "rule"
 
     def _output_text(self, result: ExecResult) -> str:
-        parts = [self._clip(result.stdout.rstrip()) if result.stdout.strip() else
-                 "(the code ran and printed nothing; print() what you want to see)"]
+        parts = [
+            self._clip(result.stdout.rstrip())
+            if result.stdout.strip()
+            else "(the code ran and printed nothing; print() what you want to see)"
+        ]
         if result.stderr.strip():
             parts.append("stderr:\n" + self._clip(result.stderr.rstrip(), 1000))
         if result.truncated:
@@ -251,15 +288,25 @@ class CodingEnv:
 
     def _first_observation(self, task: Task) -> str:
         if task.context_files:
-            files = "Files in your working directory:\n" + "\n".join(f"- {cf.path} ({cf.kind})" for cf in task.context_files)
+            files = "Files in your working directory:\n" + "\n".join(
+                f"- {cf.path} ({cf.kind})" for cf in task.context_files
+            )
         else:
             files = "No data files come with this task."
-        mode = ("Variables persist between run_code turns." if self.config.stateful
-                else "Each run_code starts a fresh Python interpreter: variables do not carry over between turns.")
+        mode = (
+            "Variables persist between run_code turns."
+            if self.config.stateful
+            else "Each run_code starts a fresh Python interpreter: variables do not carry over between turns."
+        )
         parts = [task.prompt.strip(), files, ACTION_FORMAT]
         if task.answer_spec.type == AnswerType.CODE:
-            parts.append("This is a coding task: submit the complete program as a string in \"answer\"; it is run against hidden tests.")
-        parts.append(f"You have {self.config.max_turns} turns. {mode} Each run is limited to {self.config.exec_timeout_s:g} s.")
+            parts.append(
+                'This is a coding task: submit the complete program as a string in "answer"; '
+                "it is run against hidden tests."
+            )
+        parts.append(
+            f"You have {self.config.max_turns} turns. {mode} Each run is limited to {self.config.exec_timeout_s:g} s."
+        )
         return "\n\n".join(parts)
 
     def _finish(self) -> None:

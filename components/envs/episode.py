@@ -14,8 +14,7 @@ A loop outranks wrong_answer and no_answer because it names the cause: the agent
 
 from __future__ import annotations
 
-from collections import Counter
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +28,7 @@ from components.sandbox.protocol import ExecResult
 SCHEMA_VERSION = 1
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     CORRECT = "correct"
     WRONG_ANSWER = "wrong_answer"
     NO_ANSWER = "no_answer"
@@ -96,9 +95,6 @@ class Episode(BaseModel):
     @property
     def done(self) -> bool:
         return self.outcome is not None
-
-    def count_error_kinds(self) -> dict[str, int]:
-        return dict(Counter(t.error.kind for t in self.turns if t.error is not None))
 
     def messages(self) -> list[dict[str, str]]:
         """The episode as chat messages (user: observations, assistant: model text), for SFT and inspection."""

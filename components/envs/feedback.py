@@ -19,7 +19,8 @@ from components.sandbox.protocol import ExecResult
 
 
 class ErrorInfo(BaseModel):
-    kind: str  # the exception's printed name (KeyError, sqlite3.OperationalError), or TimeoutError / MemoryError / NonZeroExit
+    # the exception's printed name (KeyError, sqlite3.OperationalError), or TimeoutError / MemoryError / NonZeroExit
+    kind: str
     message: str
     line: int | None = None  # 1-based line in the agent's code
     snippet: str | None = None  # the failing line with two lines of context either side
@@ -43,63 +44,183 @@ class Rule(BaseModel):
 
 # First match wins, so the message-specific rules come before the general ones for their kind.
 RULES: tuple[Rule, ...] = (
-    Rule(pattern=r"no such column", meaning="The SQL names a column that the table does not have.",
-         check="Compare the column name with the table's real columns (listed below when known); inspect_data on the database shows them. Check table aliases, too."),
-    Rule(pattern=r"no such table", meaning="The SQL names a table that is not in the database.",
-         check="Use one of the tables listed below (inspect_data on the .db file lists them); names are case-sensitive in some schemas."),
-    Rule(pattern=r"syntax error|incomplete input|unrecognized token", kinds=("OperationalError", "DatabaseError"),
-         meaning="SQLite could not parse the query.",
-         check="Look at the text near the reported token: quotes around strings ('...'), commas between columns, a missing FROM, or a Python f-string that left braces in the SQL."),
-    Rule(kinds=("OperationalError", "DatabaseError", "ProgrammingError", "IntegrityError"),
-         meaning="The database refused the query or could not be opened.",
-         check="Check the database path (relative to the working directory), that the connection is open, and the SQL itself."),
-    Rule(kinds=("KeyError",), meaning="A dict key or DataFrame column/index label that does not exist was looked up.",
-         check="Check the exact spelling and case of the key against the available columns/keys listed below; print df.columns first."),
-    Rule(kinds=("IndexError",), meaning="A position past the end of a sequence was used, often [0] on an empty result.",
-         check="Check that the query or filter returned rows before indexing; print len(...) of the result."),
-    Rule(kinds=("NameError", "UnboundLocalError"), meaning="A name is used before it was defined.",
-         check="Define or import the name first; in a stateless sandbox each run starts empty, so earlier turns' variables are gone."),
-    Rule(pattern=r"'NoneType' object has no attribute", kinds=("AttributeError",),
-         meaning="A value you expected to hold an object is None.",
-         check="Find where the variable was assigned: a function without return, a failed lookup or fetchone() on no rows."),
-    Rule(kinds=("AttributeError",), meaning="The object has no attribute or method of that name.",
-         check="Check the object's type and the spelling; for a DataFrame, columns with spaces or odd names need df['name'], not df.name."),
-    Rule(kinds=("TypeError",), meaning="An operation got a value of the wrong type (e.g. str + int, None where a number is needed, wrong argument count).",
-         check="Print type(...) of the values on the failing line; convert with int()/float()/str(), or pd.to_numeric for columns."),
-    Rule(pattern=r"could not convert|invalid literal", kinds=("ValueError",),
-         meaning="Text that is not a number was converted to a number.",
-         check="Look at the actual values (blank, units, commas, 'NaN'); use pd.to_numeric(..., errors='coerce') and drop what fails."),
-    Rule(kinds=("ValueError",), meaning="A function got a value of the right type but an unacceptable content or shape.",
-         check="Read the message; check lengths and shapes agree, and that dates/numbers parse."),
-    Rule(kinds=("SyntaxError", "IndentationError", "TabError"), meaning="The code is not valid Python, so nothing ran.",
-         check="Fix the marked line: unclosed brackets or quotes, a missing colon, mixed indentation, or prose/markdown pasted into the code."),
-    Rule(kinds=("FileNotFoundError", "IsADirectoryError", "NotADirectoryError"),
-         meaning="The path does not exist in the sandbox's working directory.",
-         check="Use one of the files listed below, with its relative path exactly as shown."),
-    Rule(kinds=("PermissionError",), meaning="The sandbox does not allow that file operation.",
-         check="Read the task files and write only inside the working directory."),
-    Rule(kinds=("ZeroDivisionError",), meaning="A division by zero: the denominator is 0, often because a count or filter came out empty.",
-         check="Check the filter that produces the denominator; print it before dividing."),
-    Rule(kinds=("ModuleNotFoundError", "ImportError"), meaning="The module is not installed in the sandbox or its name is misspelled.",
-         check="Packages cannot be installed (no network). Use the standard library, pandas, numpy or scipy, and check the import name."),
-    Rule(kinds=("UnicodeDecodeError",), meaning="The file is not in the text encoding used to read it.",
-         check="Pass encoding='latin-1' (or the right one), or open it in binary mode if it is not text."),
-    Rule(kinds=("EmptyDataError", "ParserError"), meaning="pandas could not parse the file as a table.",
-         check="Check the separator (sep='\\t' for TSV), the header row, and that the file is really CSV (inspect_data shows its kind)."),
-    Rule(kinds=("JSONDecodeError",), meaning="The text is not valid JSON.",
-         check="Print the text first; it may be empty, Python repr (single quotes) or have trailing content."),
-    Rule(kinds=("RecursionError",), meaning="A function called itself too deeply (usually no base case).",
-         check="Check the recursion's stopping condition, or rewrite it as a loop."),
-    Rule(kinds=("AssertionError",), meaning="An assert in the code failed.", check="Print the values the assert compares."),
-    Rule(kinds=("TimeoutError",), meaning="The code ran past the time limit and was stopped; output is incomplete.",
-         check="Look for infinite loops, row-by-row loops over large tables, or a join without a condition; let SQL aggregate (COUNT, GROUP BY) instead of Python."),
-    Rule(kinds=("MemoryError",), meaning="The code used more memory than the sandbox allows and was stopped.",
-         check="Load only the columns and rows you need (usecols=, WHERE ... in SQL), and avoid cross joins."),
-    Rule(kinds=("NonZeroExit",), meaning="The program exited with an error status without a Python traceback.",
-         check="Check sys.exit()/exit() calls and the stderr output."),
+    Rule(
+        pattern=r"no such column",
+        meaning="The SQL names a column that the table does not have.",
+        check=(
+            "Compare the column name with the table's real columns (listed below when known); inspect_data on "
+            "the database shows them. Check table aliases, too."
+        ),
+    ),
+    Rule(
+        pattern=r"no such table",
+        meaning="The SQL names a table that is not in the database.",
+        check=(
+            "Use one of the tables listed below (inspect_data on the .db file lists them); names are "
+            "case-sensitive in some schemas."
+        ),
+    ),
+    Rule(
+        pattern=r"syntax error|incomplete input|unrecognized token",
+        kinds=("OperationalError", "DatabaseError"),
+        meaning="SQLite could not parse the query.",
+        check=(
+            "Look at the text near the reported token: quotes around strings ('...'), commas between columns, a"
+            " missing FROM, or a Python f-string that left braces in the SQL."
+        ),
+    ),
+    Rule(
+        kinds=("OperationalError", "DatabaseError", "ProgrammingError", "IntegrityError"),
+        meaning="The database refused the query or could not be opened.",
+        check=(
+            "Check the database path (relative to the working directory), that the connection is open, and the "
+            "SQL itself."
+        ),
+    ),
+    Rule(
+        kinds=("KeyError",),
+        meaning="A dict key or DataFrame column/index label that does not exist was looked up.",
+        check=(
+            "Check the exact spelling and case of the key against the available columns/keys listed below; "
+            "print df.columns first."
+        ),
+    ),
+    Rule(
+        kinds=("IndexError",),
+        meaning="A position past the end of a sequence was used, often [0] on an empty result.",
+        check="Check that the query or filter returned rows before indexing; print len(...) of the result.",
+    ),
+    Rule(
+        kinds=("NameError", "UnboundLocalError"),
+        meaning="A name is used before it was defined.",
+        check=(
+            "Define or import the name first; in a stateless sandbox each run starts empty, so earlier turns' "
+            "variables are gone."
+        ),
+    ),
+    Rule(
+        pattern=r"'NoneType' object has no attribute",
+        kinds=("AttributeError",),
+        meaning="A value you expected to hold an object is None.",
+        check=(
+            "Find where the variable was assigned: a function without return, a failed lookup or fetchone() on no rows."
+        ),
+    ),
+    Rule(
+        kinds=("AttributeError",),
+        meaning="The object has no attribute or method of that name.",
+        check=(
+            "Check the object's type and the spelling; for a DataFrame, columns with spaces or odd names need "
+            "df['name'], not df.name."
+        ),
+    ),
+    Rule(
+        kinds=("TypeError",),
+        meaning=(
+            "An operation got a value of the wrong type (e.g. str + int, None where a number is needed, wrong "
+            "argument count)."
+        ),
+        check=(
+            "Print type(...) of the values on the failing line; convert with int()/float()/str(), or "
+            "pd.to_numeric for columns."
+        ),
+    ),
+    Rule(
+        pattern=r"could not convert|invalid literal",
+        kinds=("ValueError",),
+        meaning="Text that is not a number was converted to a number.",
+        check=(
+            "Look at the actual values (blank, units, commas, 'NaN'); use pd.to_numeric(..., errors='coerce') "
+            "and drop what fails."
+        ),
+    ),
+    Rule(
+        kinds=("ValueError",),
+        meaning="A function got a value of the right type but an unacceptable content or shape.",
+        check="Read the message; check lengths and shapes agree, and that dates/numbers parse.",
+    ),
+    Rule(
+        kinds=("SyntaxError", "IndentationError", "TabError"),
+        meaning="The code is not valid Python, so nothing ran.",
+        check=(
+            "Fix the marked line: unclosed brackets or quotes, a missing colon, mixed indentation, or "
+            "prose/markdown pasted into the code."
+        ),
+    ),
+    Rule(
+        kinds=("FileNotFoundError", "IsADirectoryError", "NotADirectoryError"),
+        meaning="The path does not exist in the sandbox's working directory.",
+        check="Use one of the files listed below, with its relative path exactly as shown.",
+    ),
+    Rule(
+        kinds=("PermissionError",),
+        meaning="The sandbox does not allow that file operation.",
+        check="Read the task files and write only inside the working directory.",
+    ),
+    Rule(
+        kinds=("ZeroDivisionError",),
+        meaning="A division by zero: the denominator is 0, often because a count or filter came out empty.",
+        check="Check the filter that produces the denominator; print it before dividing.",
+    ),
+    Rule(
+        kinds=("ModuleNotFoundError", "ImportError"),
+        meaning="The module is not installed in the sandbox or its name is misspelled.",
+        check=(
+            "Packages cannot be installed (no network). Use the standard library or the scientific stack "
+            "(pandas, numpy, scipy, statsmodels, scikit-learn, biopython), and check the import name."
+        ),
+    ),
+    Rule(
+        kinds=("UnicodeDecodeError",),
+        meaning="The file is not in the text encoding used to read it.",
+        check="Pass encoding='latin-1' (or the right one), or open it in binary mode if it is not text.",
+    ),
+    Rule(
+        kinds=("EmptyDataError", "ParserError"),
+        meaning="pandas could not parse the file as a table.",
+        check=(
+            "Check the separator (sep='\\t' for TSV), the header row, and that the file is really CSV "
+            "(inspect_data shows its kind)."
+        ),
+    ),
+    Rule(
+        kinds=("JSONDecodeError",),
+        meaning="The text is not valid JSON.",
+        check="Print the text first; it may be empty, Python repr (single quotes) or have trailing content.",
+    ),
+    Rule(
+        kinds=("RecursionError",),
+        meaning="A function called itself too deeply (usually no base case).",
+        check="Check the recursion's stopping condition, or rewrite it as a loop.",
+    ),
+    Rule(
+        kinds=("AssertionError",),
+        meaning="An assert in the code failed.",
+        check="Print the values the assert compares.",
+    ),
+    Rule(
+        kinds=("TimeoutError",),
+        meaning="The code ran past the time limit and was stopped; output is incomplete.",
+        check=(
+            "Look for infinite loops, row-by-row loops over large tables, or a join without a condition; let "
+            "SQL aggregate (COUNT, GROUP BY) instead of Python."
+        ),
+    ),
+    Rule(
+        kinds=("MemoryError",),
+        meaning="The code used more memory than the sandbox allows and was stopped.",
+        check="Load only the columns and rows you need (usecols=, WHERE ... in SQL), and avoid cross joins.",
+    ),
+    Rule(
+        kinds=("NonZeroExit",),
+        meaning="The program exited with an error status without a Python traceback.",
+        check="Check sys.exit()/exit() calls and the stderr output.",
+    ),
 )
 
-_FALLBACK = Rule(meaning="The code raised an exception.", check="Read the message and the failing line; print the values it uses.")
+_FALLBACK = Rule(
+    meaning="The code raised an exception.", check="Read the message and the failing line; print the values it uses."
+)
 
 TRUNCATED_NOTE = (
     "Output was cut at the sandbox's output limit; print less (df.head(), len(...), aggregates) so nothing "
@@ -143,8 +264,11 @@ def _exception_line(section: str) -> tuple[str | None, str]:
             continue
         m = _EXC_LINE.match(line)
         if m and (m.group(2) is not None or m.group(1)[0].isupper()):
-            rest = [m.group(2) or ""] + [x for x in lines[i + 1 :] if x.strip()][:3]
-            return m.group(1), "\n".join(x for x in rest if x).strip()
+            # the message runs to the end (pandas puts the whole SQL before "no such column"); keep both ends
+            message = "\n".join([m.group(2) or "", *lines[i + 1 :]]).strip()
+            if len(message) > 1500:
+                message = f"{message[:1000]} ... {message[-500:]}"
+            return m.group(1), message
     return None, ""
 
 
@@ -178,8 +302,14 @@ def explain_rule(ctx: ErrorContext) -> str:
 InspectFn = Callable[[str], dict[str, Any]]  # path -> inspect_data result (runs in the sandbox)
 
 
-def gather_facts(error: ErrorInfo, code: str, hints: dict[str, Any], files: Sequence[str], sqlite_files: Sequence[str],
-                 inspect: InspectFn) -> list[str]:
+def gather_facts(
+    error: ErrorInfo,
+    code: str,
+    hints: dict[str, Any],
+    files: Sequence[str],
+    sqlite_files: Sequence[str],
+    inspect: InspectFn,
+) -> list[str]:
     """Specific, checkable statements to put beside the explanation."""
     facts: list[str] = []
     wanted = _quoted_name(error.message)
@@ -191,9 +321,16 @@ def gather_facts(error: ErrorInfo, code: str, hints: dict[str, Any], files: Sequ
     if "no such column" in msg or "no such table" in msg:
         facts.extend(_sqlite_facts(error.message, code, sqlite_files, inspect))
     if error.kind.rsplit(".", 1)[-1] in ("FileNotFoundError", "IsADirectoryError", "NotADirectoryError"):
-        facts.append("Files in the working directory: " + ", ".join(files) if files else "The working directory holds no task files.")
+        facts.append(
+            "Files in the working directory: " + ", ".join(files)
+            if files
+            else "The working directory holds no task files."
+        )
     if error.kind == "KeyError" and not facts:
-        facts.append(f"The key looked up was {error.message}; print the DataFrame's columns (df.columns) or the dict's keys to compare.")
+        facts.append(
+            f"The key looked up was {error.message}; print the DataFrame's columns (df.columns) or the "
+            f"dict's keys to compare."
+        )
     return facts
 
 
@@ -252,19 +389,25 @@ def render(ctx: ErrorContext, explanation: str, truncated: bool, stdout: str) ->
     if stdout.strip():
         parts.append("stdout before the error:\n" + stdout.rstrip())
     if ctx.stderr_tail.strip():
-        parts.append("Traceback (your code only):\n" + ctx.stderr_tail.rstrip())
+        parts.append("Call chain in your code (innermost last):\n" + ctx.stderr_tail.rstrip())
     return "\n\n".join(parts)
 
 
-def agent_traceback(stderr: str, max_lines: int = 25) -> str:
-    """The last traceback from the first frame in the agent's code on: the wrapper's own frames are noise."""
-    section = _last_traceback(stderr)
-    lines = section.splitlines()
-    start = next((i for i, line in enumerate(lines) if _AGENT_FRAME.search(line)), None)
-    if start is None:
-        kept = lines
-    else:
-        kept = lines[start:]
-    if len(kept) > max_lines:
-        kept = kept[: max_lines // 2] + ["    ..."] + kept[-(max_lines - max_lines // 2) :]
-    return "\n".join(kept)
+def agent_traceback(stderr: str, max_frames: int = 8) -> str:
+    """The frames of the last traceback that are in the agent's code, when there is a chain of them.
+
+    Library frames (pandas internals, host paths) and the wrapper's frames are left out; a single agent frame
+    adds nothing to the failing-line snippet, so then this is empty.
+    """
+    frames: list[list[str]] = []
+    for line in _last_traceback(stderr).splitlines():
+        if line.startswith('  File "'):
+            frames.append([line])
+        elif frames and line.startswith("    "):
+            frames[-1].append(line)
+    mine = [f for f in frames if _AGENT_FRAME.search(f[0])]
+    if len(mine) < 2:
+        return ""
+    if len(mine) > max_frames:
+        mine = mine[: max_frames // 2] + [["  ..."]] + mine[-(max_frames - max_frames // 2) :]
+    return "\n".join(line for frame in mine for line in frame)

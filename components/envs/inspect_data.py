@@ -16,8 +16,8 @@ RESULT_MARKER = "__medgym_inspect__ "
 
 # Runs in the sandbox: standard library plus pandas (for CSV). Everything lives inside one function that is
 # deleted afterwards, so a stateful sandbox's namespace is left as the agent made it.
-_SNIPPET = r'''
-def _medgym_inspect(path, column, value, max_values, max_rows, marker):
+_SNIPPET = r"""
+def _medgym_inspect(path, column, value, max_values, max_rows, marker, row_counts):
     import difflib, json, os, sqlite3
 
     def near(value, candidates):
@@ -64,11 +64,15 @@ def _medgym_inspect(path, column, value, max_values, max_rows, marker):
     def sqlite_info(path):
         con = sqlite3.connect("file:" + path + "?mode=ro", uri=True)
         try:
-            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name")]
+            q = "SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name"
+            tables = [r[0] for r in con.execute(q)]
             out = {"kind": "sqlite", "tables": []}
             for t in tables:
-                cols = [{"name": r[1], "type": r[2] or ""} for r in con.execute('PRAGMA table_info("%s")' % t.replace('"', '""'))]
-                n = con.execute('SELECT COUNT(*) FROM "%s"' % t.replace('"', '""')).fetchone()[0]
+                info = con.execute('PRAGMA table_info("%s")' % t.replace('"', '""'))
+                cols = [{"name": r[1], "type": r[2] or ""} for r in info]
+                n = None
+                if row_counts:
+                    n = con.execute('SELECT COUNT(*) FROM "%s"' % t.replace('"', '""')).fetchone()[0]
                 out["tables"].append({"name": t, "columns": cols, "rows": n})
             if column is not None:
                 if "." in column:
@@ -99,7 +103,8 @@ def _medgym_inspect(path, column, value, max_values, max_rows, marker):
                "columns": [{"name": str(c), "type": str(t)} for c, t in df.dtypes.items()],
                "head": df.head(max_rows).to_string(max_colwidth=40)}
         if column is not None:
-            match = [c for c in df.columns if str(c) == column] or [c for c in df.columns if str(c).casefold() == column.casefold()]
+            match = [c for c in df.columns if str(c) == column]
+            match = match or [c for c in df.columns if str(c).casefold() == column.casefold()]
             if not match:
                 out["column_error"] = "no column %r; columns are %s" % (column, [str(c) for c in df.columns])
             else:
@@ -139,17 +144,28 @@ def _medgym_inspect(path, column, value, max_values, max_rows, marker):
         if not os.path.isfile(path):
             result = {"error": "no such file: %r" % path, "files": files_here()}
         else:
-            result = {"sqlite": sqlite_info, "csv": csv_info, "fasta": fasta_info, "text": text_info}[kind_of(path)](path)
+            readers = {"sqlite": sqlite_info, "csv": csv_info, "fasta": fasta_info, "text": text_info}
+            result = readers[kind_of(path)](path)
             result["path"] = path
     except Exception as exc:
         result = {"error": "%s: %s" % (type(exc).__name__, exc), "path": path}
     print(marker + json.dumps(result, default=str))
-'''
+"""
 
 
-def build_snippet(path: str, column: str | None = None, value: str | None = None, max_values: int = 50, max_rows: int = 5) -> str:
-    """Python source that inspects `path` inside the sandbox and prints one marked JSON line."""
-    args = ", ".join(repr(a) for a in (path, column, value, max_values, max_rows, RESULT_MARKER))
+def build_snippet(
+    path: str,
+    column: str | None = None,
+    value: str | None = None,
+    max_values: int = 50,
+    max_rows: int = 5,
+    row_counts: bool = True,
+) -> str:
+    """Python source that inspects `path` inside the sandbox and prints one marked JSON line.
+
+    `row_counts=False` skips COUNT(*) per table, which on a large database costs seconds the schema alone does not.
+    """
+    args = ", ".join(repr(a) for a in (path, column, value, max_values, max_rows, RESULT_MARKER, row_counts))
     return f"{_SNIPPET}\ntry:\n    _medgym_inspect({args})\nfinally:\n    globals().pop('_medgym_inspect', None)\n"
 
 
@@ -175,7 +191,8 @@ def render(info: dict[str, Any]) -> str:
         lines.append(f"{path}: SQLite database, {len(info['tables'])} table(s)")
         for t in info["tables"]:
             cols = ", ".join(f"{c['name']} {c['type']}".strip() for c in t["columns"])
-            lines.append(f"  {t['name']} ({t['rows']} rows): {cols}")
+            rows = f" ({t['rows']} rows)" if t.get("rows") is not None else ""
+            lines.append(f"  {t['name']}{rows}: {cols}")
     elif kind == "csv":
         lines.append(f"{path}: CSV, {info['rows']} rows, {len(info['columns'])} columns")
         lines.append("  columns: " + ", ".join(f"{c['name']} ({c['type']})" for c in info["columns"]))
@@ -200,5 +217,7 @@ def render(info: dict[str, Any]) -> str:
         lines.append(f"  {where}: {col['n_distinct']} distinct value(s){more}: " + "; ".join(col["values"]))
         if col.get("near") is not None:
             near = col["near"]
-            lines.append("  values closest to the one asked for: " + ("; ".join(repr(v) for v in near) if near else "none"))
+            lines.append(
+                "  values closest to the one asked for: " + ("; ".join(repr(v) for v in near) if near else "none")
+            )
     return "\n".join(lines)

@@ -13,8 +13,6 @@ import base64
 import time
 from pathlib import Path
 
-import docker
-
 from components.sandbox.docker_container import (
     WORKDIR,
     ChannelClosed,
@@ -30,6 +28,7 @@ from components.sandbox.protocol import ExecResult, Limits
 __all__ = ["DEFAULT_IMAGE", "DockerPool", "DockerSandbox", "docker_available", "reap_orphans"]
 
 DEFAULT_IMAGE = default_image()
+DEFAULT_LIMITS = Limits()
 BACKSTOP_GRACE_S = 5.0  # the runner answers right at its deadline; this covers kill and drain time
 UPLOAD_TIMEOUT_S = 120.0
 
@@ -51,7 +50,7 @@ def docker_available(image: str = DEFAULT_IMAGE) -> bool:
 class DockerSandbox:
     def __init__(
         self,
-        limits: Limits = Limits(),
+        limits: Limits = DEFAULT_LIMITS,
         stateful: bool = False,
         image: str = DEFAULT_IMAGE,
         pool: DockerPool | None = None,
@@ -59,7 +58,8 @@ class DockerSandbox:
     ) -> None:
         if pool is not None and (pool.limits != limits or pool.image != image):
             raise ValueError(
-                f"pool serves limits={pool.limits!r} image={pool.image!r}, sandbox wants limits={limits!r} image={image!r}"
+                f"pool serves limits={pool.limits!r} image={pool.image!r}, "
+                f"sandbox wants limits={limits!r} image={image!r}"
             )
         self.limits = limits
         self.stateful = stateful
@@ -157,10 +157,11 @@ class DockerSandbox:
             raise NotADirectoryError(f"upload_dir: {src} is not a directory")
         for path in sorted(src.rglob("*")):
             if path.is_file():
-                self._put(path.read_bytes(), f"{dest.rstrip('/')}/{path.relative_to(src).as_posix()}", path.stat().st_mode)
+                rel = path.relative_to(src).as_posix()
+                self._put(path.read_bytes(), f"{dest.rstrip('/')}/{rel}", path.stat().st_mode)
 
     def _put(self, data: bytes, dest: str, mode: int) -> None:
-        rel = dest[len(WORKDIR) + 1 :] if dest.startswith(WORKDIR + "/") else dest.lstrip("./") if dest.startswith("./") else dest
+        rel = dest[len(WORKDIR) + 1 :] if dest.startswith(WORKDIR + "/") else dest
         if rel.startswith("/"):
             raise ValueError(f"upload destination {dest!r} must be relative to the working dir ({WORKDIR})")
         box = self._live_box()

@@ -7,6 +7,7 @@ dies -- even by SIGKILL -- the daemon closes the runner's stdin, the runner exit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -80,7 +81,7 @@ def _host_config(api: docker.APIClient, limits: Limits, cpus: float) -> dict[str
         network_mode="none",
         read_only=True,
         tmpfs={
-            WORKDIR: f"rw,nosuid,nodev,size={SCRATCH_MB}m,mode=1777",
+            WORKDIR: f"rw,nosuid,nodev,size={SCRATCH_MB}m,uid=1000,gid=1000,mode=0700",
             "/tmp": f"rw,nosuid,nodev,size={SCRATCH_MB}m,mode=1777",
         },
         shm_size="16m",
@@ -131,7 +132,7 @@ class RunnerContainer:
             user=SANDBOX_USER,
             working_dir=WORKDIR,
             stdin_open=True,
-            stdin_once=True,
+            detach=False,  # with stdin_open this sets StdinOnce: our socket closing closes the runner's stdin
             tty=False,
             network_disabled=True,
             labels=owner_labels(),
@@ -154,14 +155,11 @@ class RunnerContainer:
     def destroy(self) -> None:
         """Close the channel (the runner exits on EOF) and remove the container now. Never raises."""
         self.dead = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:
-            pass
-        try:
+        # The reaper and the container's own exit on stdin EOF are the backstops if this fails.
+        with contextlib.suppress(Exception):
             _force_remove(self.client, self.id)
-        except Exception:  # noqa: BLE001 - the reaper and the container's own EOF exit are the backstops
-            pass
 
     def oom_killed(self) -> bool:
         try:

@@ -23,5 +23,12 @@ def image_version(sandbox_dir: Path = SANDBOX_DIR) -> str:
 
 
 def default_image() -> str:
-    """MEDGYM_SANDBOX_IMAGE overrides (e.g. an image built elsewhere); else the one matching this checkout."""
-    return os.environ.get("MEDGYM_SANDBOX_IMAGE") or f"{IMAGE_REPO}:{image_version()}"
+    """MEDGYM_SANDBOX_IMAGE overrides (e.g. an image built elsewhere); else the one matching this checkout
+    (`:latest` when the infra/sandbox sources are not beside the code, as in an installed wheel)."""
+    override = os.environ.get("MEDGYM_SANDBOX_IMAGE")
+    if override:
+        return override
+    try:
+        return f"{IMAGE_REPO}:{image_version()}"
+    except OSError:
+        return f"{IMAGE_REPO}:latest"

@@ -12,6 +12,7 @@ from components.sandbox.docker_image import default_image
 from components.sandbox.docker_reaper import reap_orphans
 from components.sandbox.protocol import Limits
 
+DEFAULT_LIMITS = Limits()
 PING_TIMEOUT_S = 5.0
 RESET_TIMEOUT_S = 10.0
 
@@ -25,7 +26,7 @@ class DockerPool:
 
     def __init__(
         self,
-        limits: Limits = Limits(),
+        limits: Limits = DEFAULT_LIMITS,
         size: int = 2,
         image: str | None = None,
         cpus: float = 1.0,

@@ -107,7 +107,8 @@ class ProcessSandbox:
         self._lease = _UidLease()
         self.uid = self._lease.uid
         try:
-            self._base = Path(tempfile.mkdtemp(prefix="medgym-sbx-"))
+            _remove_stale_dirs(self.uid)
+            self._base = Path(tempfile.mkdtemp(prefix=f"medgym-sbx-{self.uid}-"))
             os.chmod(self._base, 0o711)  # the sandbox uid may traverse to its workdir, not list or read the rest
             self.workdir = self._base / "work"
             self.workdir.mkdir(mode=0o700)
@@ -296,6 +297,12 @@ class ProcessSandbox:
             for root, dirs, files in os.walk(path):
                 for name in dirs + files:
                     os.chown(os.path.join(root, name), self.uid, self.uid, follow_symlinks=False)
+
+
+def _remove_stale_dirs(uid: int) -> None:
+    """Dirs named for `uid` whose owner died without close(): holding the uid's lock proves none is in use."""
+    for stale in Path(tempfile.gettempdir()).glob(f"medgym-sbx-{uid}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _kill_uid(uid: int) -> None:

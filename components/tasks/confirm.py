@@ -68,17 +68,13 @@ def _judge(task: Task, outcome: dict[str, Any]) -> Confirmation:
     return Confirmation(task_id=task.task_id, confirmed=verdict.correct, reason=verdict.reason)
 
 
-def confirm_all(tasks: Sequence[Task], open_sandbox: Callable[[], Sandbox], chunk: int,
+def confirm_all(tasks: Sequence[Task], sandbox: Sandbox, chunk: int,
                 on_chunk: Callable[[int], None] | None = None) -> list[Confirmation]:
-    """Confirm every task, `chunk` tasks per sandbox execution, in one sandbox opened for the purpose."""
+    """Confirm every task, `chunk` tasks per sandbox execution."""
     confirmations: list[Confirmation] = []
-    sandbox = open_sandbox()
-    try:
-        for start in range(0, len(tasks), chunk):
-            part = tasks[start : start + chunk]
-            confirmations.extend(confirm_tasks(part, sandbox))
-            if on_chunk:
-                on_chunk(len(part))
-    finally:
-        sandbox.close()
+    for start in range(0, len(tasks), chunk):
+        part = tasks[start : start + chunk]
+        confirmations.extend(confirm_tasks(part, sandbox))
+        if on_chunk:
+            on_chunk(len(part))
     return confirmations

@@ -69,14 +69,14 @@ def generate_category(gen: Generator, out_dir: Path, sizes: SuiteSize, seed: int
     return [t for t in tasks if t.split == "train" or t.prompt not in train_prompts]
 
 
-def _confirm_parallel(tasks: Sequence[Task], open_sandbox: Callable[[], Sandbox], chunk: int, workers: int,
+def _confirm_parallel(tasks: Sequence[Task], sandboxes: Sequence[Sandbox], chunk: int,
                       on_chunk: Callable[[int], None] | None) -> list[Confirmation]:
-    """Split the tasks into one contiguous slice per worker; each worker confirms its slice in its own sandbox."""
-    workers = max(1, min(workers, -(-len(tasks) // chunk)))
-    size = -(-len(tasks) // workers)
+    """One contiguous slice of the tasks per sandbox, confirmed in parallel threads (the work is in the sandboxes)."""
+    n = max(1, min(len(sandboxes), -(-len(tasks) // chunk)))
+    size = -(-len(tasks) // n)
     slices = [tasks[i : i + size] for i in range(0, len(tasks), size)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(lambda part: confirm_all(part, open_sandbox, chunk, on_chunk), slices)
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        results = pool.map(lambda job: confirm_all(job[0], job[1], chunk, on_chunk), zip(slices, sandboxes))
         return [c for part in results for c in part]
 
 
@@ -84,41 +84,42 @@ def build_suite(out_dir: Path, sizes: SuiteSize, seed: int, open_sandbox: Callab
                 chunk: int = 200, workers: int = 2, generators: Sequence[Generator] | None = None,
                 progress: Progress | None = None) -> BuildReport:
     """Generate, confirm and write `out_dir/tasks.jsonl`; `open_sandbox(out_dir)` opens a sandbox holding the
-    suite's context files."""
+    suite's context files.
+
+    Generation runs first for every category (it is fast and writes the context files), then confirmation,
+    the slow part, resumes per category from the parts folder.
+    """
     progress = progress or Progress()
     gens = sorted(generators or all_generators(), key=lambda g: g.category)
-    report = BuildReport(seed=seed, sizes=sizes)
     parts = parts_dir(out_dir)
     parts.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
+    generated = {gen.category: (gen, generate_category(gen, out_dir, sizes, seed)) for gen in gens}
+    report = BuildReport(seed=seed, sizes=sizes)
     kept: list[Task] = []
-    for gen in gens:
-        part, meta = parts / f"{gen.category}.jsonl", parts / f"{gen.category}.json"
-        fingerprint = _fingerprint(gen.category, sizes, seed)
-        if meta.is_file() and part.is_file():
-            saved = json.loads(meta.read_text())
-            if saved["fingerprint"] == fingerprint and _files_present(load_tasks(part), out_dir):
-                report.categories[gen.category] = CategoryReport.model_validate(saved["report"])
+    sandboxes: list[Sandbox] = []  # opened on first need, shared by every category
+    try:
+        for category, (gen, tasks) in generated.items():
+            part, meta = parts / f"{category}.jsonl", parts / f"{category}.json"
+            fingerprint = _fingerprint(category, sizes, seed)
+            if meta.is_file() and part.is_file() and json.loads(meta.read_text())["fingerprint"] == fingerprint:
+                report.categories[category] = CategoryReport.model_validate(json.loads(meta.read_text())["report"])
                 kept.extend(load_tasks(part))
                 continue
-        tasks = generate_category(gen, out_dir, sizes, seed)
-        if progress.on_category:
-            progress.on_category(gen.category, len(tasks))
-        confirmations = _confirm_parallel(tasks, lambda: open_sandbox(out_dir), chunk, workers, progress.on_confirmed)
-        cat = CategoryReport(domain=gen.domain.value, generated=len(tasks))
-        good = []
-        for task, conf in zip(tasks, confirmations, strict=True):
-            if conf.confirmed:
-                good.append(task)
-            else:
-                reason = conf.reason.split(":")[0]
-                cat.dropped[reason] = cat.dropped.get(reason, 0) + 1
-        cat.confirmed = len(good)
-        save_tasks(part, good)
-        with atomic_write(meta) as fh:
-            json.dump({"fingerprint": fingerprint, "report": cat.model_dump()}, fh)
-        report.categories[gen.category] = cat
-        kept.extend(good)
+            if not sandboxes:
+                sandboxes.extend(open_sandbox(out_dir) for _ in range(workers))
+            if progress.on_category:
+                progress.on_category(category, len(tasks))
+            confirmations = _confirm_parallel(tasks, sandboxes, chunk, progress.on_confirmed)
+            cat, good = _tally(gen, tasks, confirmations)
+            save_tasks(part, good)
+            with atomic_write(meta) as fh:
+                json.dump({"fingerprint": fingerprint, "report": cat.model_dump()}, fh)
+            report.categories[category] = cat
+            kept.extend(good)
+    finally:
+        for box in sandboxes:
+            box.close()
     save_tasks(out_dir / "tasks.jsonl", kept)
     with atomic_write(out_dir / "build_report.json") as fh:
         fh.write(report.model_dump_json(indent=2))
@@ -126,5 +127,14 @@ def build_suite(out_dir: Path, sizes: SuiteSize, seed: int, open_sandbox: Callab
     return report
 
 
-def _files_present(tasks: Sequence[Task], root: Path) -> bool:
-    return all((root / f.path).is_file() for t in tasks for f in t.context_files)
+def _tally(gen: Generator, tasks: Sequence[Task], confirmations: Sequence[Confirmation]) -> tuple[CategoryReport, list[Task]]:
+    cat = CategoryReport(domain=gen.domain.value, generated=len(tasks))
+    good = []
+    for task, conf in zip(tasks, confirmations, strict=True):
+        if conf.confirmed:
+            good.append(task)
+        else:
+            reason = conf.reason.split(":")[0]
+            cat.dropped[reason] = cat.dropped.get(reason, 0) + 1
+    cat.confirmed = len(good)
+    return cat, good

@@ -417,6 +417,9 @@ def _exit_code(status: int | None) -> int | None:
 
 def _run_code(code: str, namespace: dict) -> int:
     """Run code as `python -c` would; return the exit code it asks for."""
+    import linecache
+
+    linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
     try:
         exec(compile(code, "<sandbox>", "exec"), namespace)
         return 0
@@ -428,7 +431,9 @@ def _run_code(code: str, namespace: dict) -> int:
         print(exc.code, file=sys.stderr)
         return 1
     except BaseException:
-        traceback.print_exc()
+        etype, value, tb = sys.exc_info()
+        # Drop this frame so the traceback reads as if the code ran under `python -c`.
+        traceback.print_exception(etype, value, tb.tb_next if tb is not None and tb.tb_next else tb)
         return 1
     finally:
         for stream in (sys.stdout, sys.stderr):

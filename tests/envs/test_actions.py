@@ -11,7 +11,8 @@ def test_bare_json_object():
 
 
 def test_json_fence_with_prose_around():
-    text = 'I will look at the data.\n```json\n{"type": "inspect_data", "path": "a.db", "column": "t.drug", "value": "aspirin"}\n```\nThanks.'
+    action = '{"type": "inspect_data", "path": "a.db", "column": "t.drug", "value": "aspirin"}'
+    text = f"I will look at the data.\n```json\n{action}\n```\nThanks."
     a = parse_action(text)
     assert isinstance(a, InspectData) and (a.path, a.column, a.value) == ("a.db", "t.drug", "aspirin")
 

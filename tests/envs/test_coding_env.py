@@ -12,9 +12,7 @@ from components.tasks.record import AnswerSpec, AnswerType, ContextFile
 from tests.envs.conftest import PATIENTS, make_task
 
 MEAN_FEMALE_AGE_CODE = (
-    "import pandas as pd\n"
-    "df = pd.read_csv('data/patients.csv')\n"
-    "print(df.loc[df['sex'] == 'F', 'age'].mean())\n"
+    "import pandas as pd\ndf = pd.read_csv('data/patients.csv')\nprint(df.loc[df['sex'] == 'F', 'age'].mean())\n"
 )
 
 
@@ -100,7 +98,7 @@ def test_same_error_from_different_code_is_a_loop_and_can_end_the_episode(make_e
     env.step(RunCode(code="print(undefined_a)"))
     assert not env.episode.done
     res = env.step(RunCode(code="x = 1\nprint(undefined_a)"))  # different code, same NameError
-    assert res.done and env.episode.outcome == Outcome.STUCK_LOOP
+    assert res.done and env.episode.outcome == Outcome.STUCK_LOOP and "The episode is stopped" in res.observation.text
 
 
 def test_correct_answer_beats_an_earlier_loop(make_env):
@@ -138,7 +136,7 @@ def test_text_actions_are_parsed_and_parse_failures_cost_a_turn(make_env):
     assert '"type": "submit_answer"' in bad.observation.text and bad.observation.turns_left == 2
     ran = env.step("Let me compute it.\n```python\nprint(6 * 7)\n```")
     assert ran.observation.text.startswith("42")
-    final = env.step('```json\n{"type": "submit_answer", "answer": %s}\n```' % json.dumps(task.answer))
+    final = env.step(f'```json\n{{"type": "submit_answer", "answer": {json.dumps(task.answer)}}}\n```')
     assert final.reward == 1.0
     turns = env.episode.turns
     assert turns[0].action is None and turns[0].parse_error and turns[0].raw_text.startswith("I think")
@@ -146,12 +144,21 @@ def test_text_actions_are_parsed_and_parse_failures_cost_a_turn(make_env):
 
 
 def test_code_task_is_checked_in_a_fresh_sandbox(make_env):
-    spec = AnswerSpec(type=AnswerType.CODE, tests="assert count_female('data/patients.csv') == %d\n"
-                      % sum(1 for p in PATIENTS if p[2] == "F"))
-    task = make_task("unit-code-0", prompt="Write count_female(path) returning the number of female patients.",
-                     answer="reference", spec=spec, files=[ContextFile(path="data/patients.csv", kind="csv")])
-    good = ("import csv\ndef count_female(path):\n"
-            "    return sum(1 for r in csv.DictReader(open(path)) if r['sex'] == 'F')\n")
+    spec = AnswerSpec(
+        type=AnswerType.CODE,
+        tests=f"assert count_female('data/patients.csv') == {sum(1 for p in PATIENTS if p[2] == 'F')}\n",
+    )
+    task = make_task(
+        "unit-code-0",
+        prompt="Write count_female(path) returning the number of female patients.",
+        answer="reference",
+        spec=spec,
+        files=[ContextFile(path="data/patients.csv", kind="csv")],
+    )
+    good = (
+        "import csv\ndef count_female(path):\n"
+        "    return sum(1 for r in csv.DictReader(open(path)) if r['sex'] == 'F')\n"
+    )
     env = make_env(max_turns=3, stateful=True)
     env.reset(task)
     # defining the function in the stateful namespace must not help a submission that lacks it

@@ -12,14 +12,17 @@ from components.envs.episode import Check, Episode, Outcome, classify_outcome, l
 from tests.envs.conftest import make_task
 
 
-@pytest.mark.parametrize(("submitted", "correct", "loop", "want"), [
-    (True, True, True, Outcome.CORRECT),
-    (True, True, False, Outcome.CORRECT),
-    (True, False, True, Outcome.STUCK_LOOP),
-    (False, None, True, Outcome.STUCK_LOOP),
-    (True, False, False, Outcome.WRONG_ANSWER),
-    (False, None, False, Outcome.NO_ANSWER),
-])
+@pytest.mark.parametrize(
+    ("submitted", "correct", "loop", "want"),
+    [
+        (True, True, True, Outcome.CORRECT),
+        (True, True, False, Outcome.CORRECT),
+        (True, False, True, Outcome.STUCK_LOOP),
+        (False, None, True, Outcome.STUCK_LOOP),
+        (True, False, False, Outcome.WRONG_ANSWER),
+        (False, None, False, Outcome.NO_ANSWER),
+    ],
+)
 def test_outcome_precedence(submitted, correct, loop, want):
     check = None if correct is None else Check(correct=correct, reason="r")
     assert classify_outcome(submitted, check, loop) == want

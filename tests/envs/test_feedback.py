@@ -15,7 +15,9 @@ def run_failing(make_env, code: str, **config):
 
 
 def test_keyerror_on_dataframe_names_its_columns(make_env):
-    code = "import pandas as pd\ndf = pd.read_csv('data/patients.csv')\nn = len(df)\nprint(df['gender'].value_counts())\n"
+    code = (
+        "import pandas as pd\ndf = pd.read_csv('data/patients.csv')\nn = len(df)\nprint(df['gender'].value_counts())\n"
+    )
     res, turn = run_failing(make_env, code)
     assert turn.error.kind == "KeyError" and turn.error.line == 4
     text = res.observation.text
@@ -26,21 +28,27 @@ def test_keyerror_on_dataframe_names_its_columns(make_env):
 
 
 def test_keyerror_inside_a_function_finds_the_local_dataframe(make_env):
-    code = ("import pandas as pd\n"
-            "def mean_of(col):\n"
-            "    frame = pd.read_csv('data/patients.csv')\n"
-            "    return frame[col].mean()\n"
-            "print(mean_of('Age'))\n")
+    code = (
+        "import pandas as pd\n"
+        "def mean_of(col):\n"
+        "    frame = pd.read_csv('data/patients.csv')\n"
+        "    return frame[col].mean()\n"
+        "print(mean_of('Age'))\n"
+    )
     res, turn = run_failing(make_env, code)
     assert turn.error.line == 4
-    assert "DataFrame `frame` has columns" in res.observation.text and "closest to 'Age': ['age']" in res.observation.text
+    assert (
+        "DataFrame `frame` has columns" in res.observation.text and "closest to 'Age': ['age']" in res.observation.text
+    )
 
 
 def test_sqlite_no_such_column_lists_the_tables_columns(make_env):
-    code = ("import sqlite3\n"
-            "con = sqlite3.connect('data/pharmacy.db')\n"
-            "rows = con.execute(\"SELECT drug_name FROM prescriptions WHERE subject_id = 3\").fetchall()\n"
-            "print(rows)\n")
+    code = (
+        "import sqlite3\n"
+        "con = sqlite3.connect('data/pharmacy.db')\n"
+        'rows = con.execute("SELECT drug_name FROM prescriptions WHERE subject_id = 3").fetchall()\n'
+        "print(rows)\n"
+    )
     res, turn = run_failing(make_env, code)
     assert turn.error.kind == "sqlite3.OperationalError" and "no such column: drug_name" in turn.error.message
     text = res.observation.text
@@ -51,9 +59,11 @@ def test_sqlite_no_such_column_lists_the_tables_columns(make_env):
 
 
 def test_sqlite_no_such_table_through_pandas_lists_tables(make_env):
-    code = ("import sqlite3, pandas as pd\n"
-            "con = sqlite3.connect('data/pharmacy.db')\n"
-            "print(pd.read_sql('SELECT * FROM prescription', con))\n")
+    code = (
+        "import sqlite3, pandas as pd\n"
+        "con = sqlite3.connect('data/pharmacy.db')\n"
+        "print(pd.read_sql('SELECT * FROM prescription', con))\n"
+    )
     res, turn = run_failing(make_env, code)
     assert "no such table" in turn.error.message
     assert "data/pharmacy.db has tables: ['patients', 'prescriptions']" in res.observation.text
@@ -95,12 +105,39 @@ def test_memory_error_is_explained(make_env):
 
 
 def test_rule_table_covers_the_common_kinds():
-    kinds = ["KeyError", "sqlite3.OperationalError", "SyntaxError", "FileNotFoundError", "ZeroDivisionError",
-             "ModuleNotFoundError", "TimeoutError", "MemoryError", "NameError", "TypeError", "IndexError",
-             "AttributeError", "ValueError", "UnicodeDecodeError", "pandas.errors.ParserError"]
+    kinds = [
+        "KeyError",
+        "sqlite3.OperationalError",
+        "SyntaxError",
+        "FileNotFoundError",
+        "ZeroDivisionError",
+        "ModuleNotFoundError",
+        "TimeoutError",
+        "MemoryError",
+        "NameError",
+        "TypeError",
+        "IndexError",
+        "AttributeError",
+        "ValueError",
+        "UnicodeDecodeError",
+        "pandas.errors.ParserError",
+    ]
     fallback = rule_for(ErrorInfo(kind="WeirdError", message="?"))
     for kind in kinds:
         assert rule_for(ErrorInfo(kind=kind, message="x")) is not fallback, kind
     assert len(RULES) >= 15
     col = rule_for(ErrorInfo(kind="pandas.errors.DatabaseError", message="Execution failed: no such column: x"))
     assert "column" in col.meaning
+
+
+def test_long_multiline_sql_error_keeps_the_cause(make_env):
+    select = ",\n".join(f"    subject_id AS s{i}" for i in range(40))
+    code = (
+        "import sqlite3, pandas as pd\n"
+        "con = sqlite3.connect('data/pharmacy.db')\n"
+        f"q = '''SELECT\n{select},\n    drugname\nFROM prescriptions'''\n"
+        "print(pd.read_sql(q, con))\n"
+    )
+    res, turn = run_failing(make_env, code)
+    assert turn.error.message.endswith("no such column: drugname")
+    assert "closest to 'drugname': ['drug']" in res.observation.text

@@ -70,6 +70,7 @@ def test_fasta_ids_and_lengths(inspector):
 def test_missing_file_lists_what_is_there(inspector):
     text = inspect(inspector, path="patients.csv")
     assert "no such file" in text and "data/patients.csv" in text
+    assert inspector.episode.turns[-1].error.kind == "InspectDataError"
 
 
 def test_unknown_column_is_reported(inspector):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +15,8 @@ from components.sandbox.protocol import Limits
 from tests.sandbox.conftest import require_backend
 
 pytestmark = pytest.mark.timeout(60)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -70,6 +74,25 @@ def test_close_removes_workdir(process_sandbox):
     sb.exec("open('f', 'w').write('x')")
     sb.close()
     assert not base.exists()
+
+
+def test_dir_left_by_a_killed_owner_is_removed_when_its_uid_is_reused(tmp_path):
+    require_backend("process")
+    script = (
+        "import os, sys\n"
+        "from components.sandbox.process import ProcessSandbox\n"
+        "sb = ProcessSandbox()\n"
+        "print(sb.uid, sb.workdir, flush=True)\n"
+        "os._exit(0)\n"  # dies without close(): the runner goes (stdin EOF), the dir stays behind
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
+    uid, workdir = out.stdout.split()
+    stale = Path(workdir).parent
+    assert stale.exists()
+    from components.sandbox.process import _remove_stale_dirs
+
+    _remove_stale_dirs(int(uid))  # what a new sandbox does once it holds that uid's lock
+    assert not stale.exists()
 
 
 def test_context_manager_closes(process_sandbox):

@@ -62,6 +62,8 @@ def filtered_summary(path, value, summary, filters):
     if summary == "count":
         return int(mask.sum())
     vals = df.loc[mask, value].dropna().to_numpy(dtype=float)
+    if len(vals) < 2:
+        return float("nan")  # too few rows for a summary; generators redraw such questions
     if summary == "mean":
         return float(np.mean(vals))
     if summary == "median":

@@ -325,7 +325,9 @@ def curb65(
     return score
 
 
-def centor_mcisaac(age: float, temperature_c: float, tonsillar_exudate: bool, tender_nodes: bool, cough_absent: bool) -> int:
+def centor_mcisaac(
+    age: float, temperature_c: float, tonsillar_exudate: bool, tender_nodes: bool, cough_absent: bool
+) -> int:
     score = 1 if 3 <= age <= 14 else -1 if age >= 45 else 0
     score += int(temperature_c > 38.0) + int(tonsillar_exudate) + int(tender_nodes) + int(cough_absent)
     return score
@@ -420,7 +422,7 @@ def glasgow_blatchford(
     return score
 
 
-# ---------------------------------------------------------------- obstetrics (dates are ISO yyyy-mm-dd in, MM/DD/YYYY out)
+# ---------------------------------------------------------------- obstetrics: ISO dates in, MM/DD/YYYY out
 
 
 def estimated_due_date(last_menstrual_period: str, cycle_length_days: int) -> str:

@@ -8,13 +8,23 @@ code and the answer come from the same numbers the reader sees.
 from __future__ import annotations
 
 import datetime
+import math
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from components.tasks.calculators import units
-from components.tasks.calculators.vocabulary import COMPLAINTS, DISTRACTOR_LABS, NEUTRAL_FACTS, Q, Finding, Quantity, Unit
+from components.tasks.calculators.vocabulary import (
+    COMPLAINTS,
+    DISTRACTOR_LABS,
+    NEUTRAL_FACTS,
+    Finding,
+    Q,
+    Quantity,
+    Unit,
+)
 
 SECTIONS = ("history", "vitals", "anthropometry", "exam", "labs", "ecg", "plan", "prior", "other")
 
@@ -40,6 +50,7 @@ class Case:
     facts: list[Fact] = field(default_factory=list)
     entities: dict[str, Any] = field(default_factory=dict)  # MedCalc-Bench's "relevant entities"
     shown: dict[str, str] = field(default_factory=dict)  # entity -> exact text the note carries
+    worded: list[str] = field(default_factory=list)  # arguments the note states in words, not digits
     age: int = 50
     sex: str = "male"
 
@@ -50,7 +61,8 @@ def near(*cutoffs: float, rel: float = 0.015) -> Callable[[float], bool]:
 
 
 def _fmt(value: float, decimals: int) -> float | int:
-    return int(round(value)) if decimals == 0 else round(value, decimals)
+    # negative decimals round to tens/hundreds/thousands, as counts per µL are reported
+    return int(round(value, decimals)) if decimals <= 0 else round(value, decimals)
 
 
 class CaseBuilder:
@@ -62,8 +74,13 @@ class CaseBuilder:
         self.used: set[str] = set()
 
     # -------------------------------------------------------------- demographics
-    def demographics(self, age: tuple[int, int] = (18, 90), sex: str | None = None, arg_age: str | None = "age",
-                     arg_sex: str | None = "sex") -> None:
+    def demographics(
+        self,
+        age: tuple[int, int] = (18, 90),
+        sex: str | None = None,
+        arg_age: str | None = "age",
+        arg_sex: str | None = "sex",
+    ) -> None:
         c = self.case
         c.age = self.rng.randint(*age)
         c.sex = sex or self.rng.choice(("male", "female"))
@@ -75,9 +92,19 @@ class CaseBuilder:
             c.entities["sex"] = c.sex
 
     # -------------------------------------------------------------- measured values
-    def quantity(self, arg: str | None, key: str, lo: float, hi: float, *, units_allowed: tuple[int, ...] | None = None,
-                 prior: float = 0.35, value: float | None = None,
-                 reject: Callable[[float], bool] | None = None) -> float:
+    def quantity(
+        self,
+        arg: str | None,
+        key: str,
+        lo: float,
+        hi: float,
+        *,
+        units_allowed: tuple[int, ...] | None = None,
+        prior: float = 0.35,
+        value: float | None = None,
+        reject: Callable[[float], bool] | None = None,
+        log: bool = False,
+    ) -> float:
         """Sample a value in [lo, hi] (formula units), show it in one of the quantity's units, return the
         value the formula gets (the shown number converted back, so note and answer agree exactly).
         `reject(value)` redraws values that sit on a cut-off that sources read two ways."""
@@ -85,7 +112,12 @@ class CaseBuilder:
         choices = units_allowed if units_allowed is not None else tuple(range(len(q.units)))
         for _ in range(100):
             unit = q.units[self.rng.choice(choices)]
-            canonical = value if value is not None else self.rng.uniform(lo, hi)
+            if value is not None:
+                canonical = value
+            elif log:  # right-skewed analytes (creatinine, bilirubin, enzymes): log-uniform
+                canonical = math.exp(self.rng.uniform(math.log(lo), math.log(hi)))
+            else:
+                canonical = self.rng.uniform(lo, hi)
             shown = _fmt(unit.from_canonical(canonical), unit.decimals)
             got = unit.to_canonical(shown)
             if reject is None or not reject(got):
@@ -112,7 +144,9 @@ class CaseBuilder:
             self._prior_value(q, unit, canonical, lo, hi)
         return got
 
-    def blood_pressure(self, arg_sys: str | None, arg_dia: str | None, sys: tuple[int, int], dia: tuple[int, int]) -> tuple[int, int]:
+    def blood_pressure(
+        self, arg_sys: str | None, arg_dia: str | None, sys: tuple[int, int], dia: tuple[int, int]
+    ) -> tuple[int, int]:
         s = self.rng.randint(*sys)
         d = min(self.rng.randint(*dia), s - 20)
         c = self.case
@@ -136,17 +170,19 @@ class CaseBuilder:
         return form.format(n=name, v=text)
 
     def _when(self) -> str:
-        w = self.rng.choice(PRIOR_WHEN).format(m=self.rng.randint(3, 11), y=self.rng.randint(1, 6))
+        w = self.rng.choice(PRIOR_WHEN).format(m=self.rng.randint(3, 11), y=self.rng.randint(2, 6))
         return w[0].upper() + w[1:]
 
     def _prior_value(self, q: Quantity, unit: Unit, current: float, lo: float, hi: float) -> None:
         """An older measurement of the same thing, clearly dated, that the reader must ignore."""
-        for _ in range(10):
-            old = self.rng.uniform(lo, hi)
-            if abs(old - current) > 0.1 * max(abs(current), 1e-9):
-                break
-        else:
-            old = current * 1.3 + 1
+        if hi <= lo:  # the caller fixed the value; draw the old one from the analyte's usual range
+            lo, hi = q.typical  # in the formulas' unit, like `current`
+        # clearly different from today's value: at least a fifth of the sampling range away
+        gap = 0.2 * (hi - lo)
+        choices = [(lo, current - gap), (current + gap, hi)]
+        spans = [(a, b) for a, b in choices if b > a]
+        a, b = self.rng.choice(spans) if spans else (hi, hi)
+        old = self.rng.uniform(a, b)
         shown = _fmt(unit.from_canonical(old), unit.decimals)
         if unit.render(shown) == self.case.shown.get(q.key):
             return
@@ -164,19 +200,36 @@ class CaseBuilder:
             c.facts.append(Fact(f.section, self.rng.choice(f.absent)))
         return present
 
-    def graded(self, arg: str, entity: str, options: list[tuple[Any, tuple[str, ...]]], section: str = "exam",
-               weights: list[float] | None = None) -> Any:
+    def graded(
+        self,
+        arg: str,
+        entity: str,
+        options: list[tuple[Any, tuple[str, ...]]],
+        section: str = "exam",
+        weights: list[float] | None = None,
+    ) -> Any:
         """Pick one graded option (value, phrasings) and state it."""
         value, phrases = self.rng.choices(options, weights=weights)[0]
         c = self.case
         c.args[arg], c.exprs[arg] = value, repr(value)
+        c.worded.append(arg)
         c.entities[entity] = value
         c.facts.append(Fact(section, self.rng.choice(phrases)))
         return value
 
-    def literal(self, arg: str, value: Any, fact: Fact | None, entity: str | None = None, shown: str | None = None) -> None:
+    def literal(
+        self,
+        arg: str,
+        value: Any,
+        fact: Fact | None,
+        entity: str | None = None,
+        shown: str | None = None,
+        worded: bool = False,
+    ) -> None:
         c = self.case
         c.args[arg], c.exprs[arg] = value, repr(value)
+        if worded:
+            c.worded.append(arg)
         if entity:
             c.entities[entity] = value
         if shown and entity:
@@ -196,7 +249,8 @@ class CaseBuilder:
             c.facts.append(Fact("labs", self._phrase(q, unit.render(shown))))
         if "heart_rate" not in exclude and rng.random() < 0.4:
             c.facts.append(Fact("prior", f"{self._when()}, heart rate was {rng.randint(58, 96)} bpm"))
-        for text in rng.sample(NEUTRAL_FACTS, k=rng.randint(1, 3)):
+        facts = NEUTRAL_FACTS if c.age >= 18 else tuple(f for f in NEUTRAL_FACTS if not re.search(r"works|retired", f))
+        for text in rng.sample(facts, k=rng.randint(1, 3)):
             c.facts.append(Fact("other", text.rstrip(".")))
 
 
@@ -250,11 +304,16 @@ def render_note(case: Case, rng: random.Random, template: int, complaints: tuple
     for texts in by.values():
         rng.shuffle(texts)
     complaint = rng.choice(complaints or COMPLAINTS)
-    sex_word = {"male": ("man", "male", "M"), "female": ("woman", "female", "F")}[case.sex]
+    adult = case.age >= 18
+    sex_word = {
+        "male": ("man" if adult else "boy", "male", "M"),
+        "female": ("woman" if adult else "girl", "female", "F"),
+    }[case.sex]
     age = case.age
     if template == 0:  # narrative case report
         verb = rng.choice(("was seen for", "was evaluated for", "presented with"))
-        parts = [f"A {age}-year-old {sex_word[0]} {verb} {complaint}."]
+        article = "An" if str(age).startswith("8") or age in (11, 18) else "A"
+        parts = [f"{article} {age}-year-old {sex_word[0]} {verb} {complaint}."]
         parts += [_history(t, rng) for t in by["history"]]
         if by["vitals"] or by["anthropometry"]:
             parts.append(_sentence("On arrival, " + ", ".join(by["vitals"] + by["anthropometry"])))

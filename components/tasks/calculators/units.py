@@ -29,6 +29,10 @@ def creatinine_umol_l_to_mg_dl(umol_l: float) -> float:
     return umol_l * 113.12 / 10000.0
 
 
+def creatinine_mmol_l_to_mg_dl(mmol_l: float) -> float:
+    return mmol_l * 113.12 / 10.0
+
+
 def glucose_mmol_l_to_mg_dl(mmol_l: float) -> float:
     return mmol_l * 180.16 / 10.0
 

@@ -6,8 +6,7 @@ A `Quantity` lists its units; the first is the unit the formulas take, the other
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from components.tasks.calculators import units
 
@@ -33,7 +32,9 @@ class Unit:
         if self.ft_in:
             inches = int(shown)
             return f"{inches // 12} ft {inches % 12} in"
-        number = f"{shown:.{self.decimals}f}"
+        number = f"{shown:.{max(self.decimals, 0)}f}"
+        if not self.symbol:
+            return number
         return f"{number}{self.symbol}" if self.symbol in ("%", "°C", "°F") else f"{number} {self.symbol}"
 
 
@@ -62,53 +63,130 @@ def _u(symbol: str, decimals: int, converter: str | None = None, ft_in: bool = F
 Q: dict[str, Quantity] = {
     q.key: q
     for q in (
-        Quantity("weight", ("weight", "body weight"), "anthropometry",
-                 (_u("kg", 1), _u("lb", 0, "lb_to_kg")), (45, 120)),
-        Quantity("height", ("height",), "anthropometry",
-                 (_u("cm", 0), _u("m", 2, "m_to_cm"), _u("in", 0, "inches_to_cm"),
-                  _u("", 0, "inches_to_cm", ft_in=True)), (150, 195)),
+        Quantity(
+            "weight", ("weight", "body weight"), "anthropometry", (_u("kg", 1), _u("lb", 0, "lb_to_kg")), (45, 120)
+        ),
+        Quantity(
+            "height",
+            ("height",),
+            "anthropometry",
+            (_u("cm", 0), _u("m", 2, "m_to_cm"), _u("in", 0, "inches_to_cm"), _u("", 0, "inches_to_cm", ft_in=True)),
+            (150, 195),
+        ),
         Quantity("heart_rate", ("heart rate", "pulse"), "vitals", (_u("bpm", 0),), (55, 120)),
         Quantity("respiratory_rate", ("respiratory rate",), "vitals", (_u("breaths/min", 0),), (12, 30)),
-        Quantity("temperature", ("temperature",), "vitals",
-                 (_u("°C", 1), _u("°F", 1, "fahrenheit_to_celsius")), (36.0, 39.5)),
-        Quantity("oxygen_saturation", ("oxygen saturation on room air", "SpO2 on room air"), "vitals",
-                 (_u("%", 0),), (88, 100)),
-        Quantity("creatinine", ("creatinine", "serum creatinine"), "labs",
-                 (_u("mg/dL", 2), _u("µmol/L", 0, "creatinine_umol_l_to_mg_dl")), (0.6, 3.0)),
+        Quantity(
+            "temperature", ("temperature",), "vitals", (_u("°C", 1), _u("°F", 1, "fahrenheit_to_celsius")), (36.0, 39.5)
+        ),
+        Quantity(
+            "oxygen_saturation",
+            ("oxygen saturation on room air", "SpO2 on room air"),
+            "vitals",
+            (_u("%", 0),),
+            (88, 100),
+        ),
+        Quantity(
+            "creatinine",
+            ("creatinine", "serum creatinine"),
+            "labs",
+            (_u("mg/dL", 2), _u("µmol/L", 0, "creatinine_umol_l_to_mg_dl")),
+            (0.6, 3.0),
+        ),
         Quantity("sodium", ("sodium", "serum sodium"), "labs", (_u("mEq/L", 0), _u("mmol/L", 0)), (128, 148)),
         Quantity("chloride", ("chloride",), "labs", (_u("mEq/L", 0), _u("mmol/L", 0)), (92, 112)),
         Quantity("bicarbonate", ("bicarbonate", "HCO3-"), "labs", (_u("mEq/L", 0), _u("mmol/L", 0)), (14, 30)),
         Quantity("potassium", ("potassium",), "labs", (_u("mEq/L", 1),), (3.2, 5.4)),
-        Quantity("albumin", ("albumin", "serum albumin"), "labs",
-                 (_u("g/dL", 1), _u("g/L", 0, "albumin_g_l_to_g_dl")), (2.2, 4.8)),
-        Quantity("calcium", ("calcium", "total calcium"), "labs",
-                 (_u("mg/dL", 1), _u("mmol/L", 2, "calcium_mmol_l_to_mg_dl")), (7.5, 10.5)),
-        Quantity("glucose", ("glucose", "serum glucose"), "labs",
-                 (_u("mg/dL", 0), _u("mmol/L", 1, "glucose_mmol_l_to_mg_dl")), (70, 250)),
-        Quantity("bun", ("blood urea nitrogen (BUN)", "BUN"), "labs",
-                 (_u("mg/dL", 0), _u("mmol/L", 1, "bun_mmol_l_to_mg_dl")), (8, 40)),
-        Quantity("bilirubin", ("total bilirubin", "bilirubin"), "labs",
-                 (_u("mg/dL", 1), _u("µmol/L", 0, "bilirubin_umol_l_to_mg_dl")), (0.3, 4.0)),
+        Quantity(
+            "albumin",
+            ("albumin", "serum albumin"),
+            "labs",
+            (_u("g/dL", 1), _u("g/L", 0, "albumin_g_l_to_g_dl")),
+            (2.2, 4.8),
+        ),
+        Quantity(
+            "calcium",
+            ("calcium", "total calcium"),
+            "labs",
+            (_u("mg/dL", 1), _u("mmol/L", 2, "calcium_mmol_l_to_mg_dl")),
+            (7.5, 10.5),
+        ),
+        Quantity(
+            "glucose",
+            ("glucose", "serum glucose"),
+            "labs",
+            (_u("mg/dL", 0), _u("mmol/L", 1, "glucose_mmol_l_to_mg_dl")),
+            (70, 250),
+        ),
+        Quantity(
+            "bun",
+            ("blood urea nitrogen (BUN)", "BUN"),
+            "labs",
+            (_u("mg/dL", 0), _u("mmol/L", 1, "bun_mmol_l_to_mg_dl")),
+            (8, 40),
+        ),
+        Quantity(
+            "bilirubin",
+            ("total bilirubin", "bilirubin"),
+            "labs",
+            (_u("mg/dL", 1), _u("µmol/L", 0, "bilirubin_umol_l_to_mg_dl")),
+            (0.3, 4.0),
+        ),
         Quantity("inr", ("INR", "international normalized ratio"), "labs", (_u("", 2),), (0.9, 2.5)),
         Quantity("ast", ("AST", "aspartate aminotransferase"), "labs", (_u("U/L", 0),), (15, 200)),
         Quantity("alt", ("ALT", "alanine aminotransferase"), "labs", (_u("U/L", 0),), (10, 200)),
-        Quantity("platelets", ("platelet count", "platelets"), "labs",
-                 (_u("x10^9/L", 0), _u("/µL", 0, "per_ul_to_10e9_per_l")), (90, 400)),
-        Quantity("wbc", ("white blood cell count", "WBC"), "labs",
-                 (_u("/µL", 0), _u("x10^9/L", 1, "per_10e9_l_to_per_ul")), (3500, 16000)),
-        Quantity("hemoglobin", ("hemoglobin", "Hb"), "labs",
-                 (_u("g/dL", 1), _u("g/L", 0, "hemoglobin_g_l_to_g_dl")), (8, 16)),
-        Quantity("total_cholesterol", ("total cholesterol",), "labs",
-                 (_u("mg/dL", 0), _u("mmol/L", 2, "cholesterol_mmol_l_to_mg_dl")), (140, 300)),
-        Quantity("hdl", ("HDL cholesterol", "HDL"), "labs",
-                 (_u("mg/dL", 0), _u("mmol/L", 2, "cholesterol_mmol_l_to_mg_dl")), (30, 80)),
-        Quantity("triglycerides", ("triglycerides",), "labs",
-                 (_u("mg/dL", 0), _u("mmol/L", 2, "triglycerides_mmol_l_to_mg_dl")), (60, 350)),
-        Quantity("insulin", ("fasting insulin",), "labs",
-                 (_u("µIU/mL", 1), _u("pmol/L", 0, "insulin_pmol_l_to_uiu_ml")), (3, 40)),
+        Quantity(
+            "platelets",
+            ("platelet count", "platelets"),
+            "labs",
+            (_u("x10^9/L", 0), _u("/µL", -3, "per_ul_to_10e9_per_l")),
+            (90, 400),
+        ),
+        Quantity(
+            "wbc",
+            ("white blood cell count", "WBC"),
+            "labs",
+            (_u("/µL", -2), _u("x10^9/L", 1, "per_10e9_l_to_per_ul")),
+            (3500, 16000),
+        ),
+        Quantity(
+            "hemoglobin", ("hemoglobin", "Hb"), "labs", (_u("g/dL", 1), _u("g/L", 0, "hemoglobin_g_l_to_g_dl")), (8, 16)
+        ),
+        Quantity(
+            "total_cholesterol",
+            ("total cholesterol",),
+            "labs",
+            (_u("mg/dL", 0), _u("mmol/L", 2, "cholesterol_mmol_l_to_mg_dl")),
+            (140, 300),
+        ),
+        Quantity(
+            "hdl",
+            ("HDL cholesterol", "HDL"),
+            "labs",
+            (_u("mg/dL", 0), _u("mmol/L", 2, "cholesterol_mmol_l_to_mg_dl")),
+            (30, 80),
+        ),
+        Quantity(
+            "triglycerides",
+            ("triglycerides",),
+            "labs",
+            (_u("mg/dL", 0), _u("mmol/L", 2, "triglycerides_mmol_l_to_mg_dl")),
+            (60, 350),
+        ),
+        Quantity(
+            "insulin",
+            ("fasting insulin",),
+            "labs",
+            (_u("µIU/mL", 1), _u("pmol/L", 0, "insulin_pmol_l_to_uiu_ml")),
+            (3, 40),
+        ),
         Quantity("urine_sodium", ("urine sodium",), "labs", (_u("mEq/L", 0), _u("mmol/L", 0)), (10, 80)),
-        Quantity("urine_creatinine", ("urine creatinine",), "labs",
-                 (_u("mg/dL", 0), _u("µmol/L", 0, "creatinine_umol_l_to_mg_dl")), (30, 200)),
+        Quantity(
+            "urine_creatinine",
+            ("urine creatinine",),
+            "labs",
+            (_u("mg/dL", 0), _u("mmol/L", 1, "creatinine_mmol_l_to_mg_dl")),
+            (30, 200),
+        ),
         Quantity("paco2", ("PaCO2",), "labs", (_u("mmHg", 0), _u("kPa", 1, "kpa_to_mmhg")), (28, 50)),
         Quantity("qt", ("QT interval",), "ecg", (_u("msec", 0),), (340, 480)),
         Quantity("target_bmi", ("target BMI",), "plan", (_u("kg/m²", 1),), (20, 27)),
@@ -127,14 +205,35 @@ Q: dict[str, Quantity] = {
 
 # quantities a note may mention as noise; the registry drops any that a calculator reads
 DISTRACTOR_LABS: tuple[str, ...] = (
-    "potassium", "lactate", "magnesium", "phosphate", "alkaline_phosphatase", "tsh", "crp", "ldh", "lipase",
-    "hemoglobin", "platelets", "wbc", "calcium", "albumin", "glucose", "bun", "creatinine", "sodium",
-    "chloride", "bicarbonate", "ast", "alt", "bilirubin",
+    "potassium",
+    "lactate",
+    "magnesium",
+    "phosphate",
+    "alkaline_phosphatase",
+    "tsh",
+    "crp",
+    "ldh",
+    "lipase",
+    "hemoglobin",
+    "platelets",
+    "wbc",
+    "calcium",
+    "albumin",
+    "glucose",
+    "bun",
+    "creatinine",
+    "sodium",
+    "chloride",
+    "bicarbonate",
+    "ast",
+    "alt",
+    "bilirubin",
 )
 
 
-def F(key: str, present: tuple[str, ...], absent: tuple[str, ...], section: str = "history",
-      may_omit: bool = True) -> Finding:
+def F(
+    key: str, present: tuple[str, ...], absent: tuple[str, ...], section: str = "history", may_omit: bool = True
+) -> Finding:
     return Finding(key, present, absent, section, may_omit)
 
 
@@ -154,6 +253,14 @@ NEUTRAL_FACTS: tuple[str, ...] = (
 )
 
 COMPLAINTS: tuple[str, ...] = (
-    "fatigue", "shortness of breath", "abdominal pain", "dizziness", "a routine follow-up",
-    "generalized weakness", "nausea and vomiting", "chest discomfort", "a fever", "leg pain",
+    "fatigue",
+    "shortness of breath",
+    "abdominal pain",
+    "dizziness",
+    "a routine follow-up",
+    "generalized weakness",
+    "nausea and vomiting",
+    "chest discomfort",
+    "a fever",
+    "leg pain",
 )

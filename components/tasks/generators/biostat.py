@@ -110,7 +110,7 @@ class CsvGenerator:
 
 # ---- cohort questions -------------------------------------------------------------------------------------
 
-LABELS = {"age": "age (years)", "bmi": "BMI (kg/m^2)", "sbp": "systolic blood pressure (sbp, mmHg)",
+LABELS = {"age": "age (years)", "bmi": "BMI (bmi, kg/m^2)", "sbp": "systolic blood pressure (sbp, mmHg)",
           "ldl": "LDL cholesterol (ldl, mg/dL)", "hba1c": "HbA1c (hba1c, %)"}
 GROUPINGS = (("arm", "treatment", "placebo"), ("sex", "F", "M"))
 

@@ -12,7 +12,7 @@ import inspect
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from components.tasks.calculators import formulas, units
@@ -41,12 +41,12 @@ def _formula_closure(func: Callable[..., Any]) -> list[Callable[..., Any]]:
     return order
 
 
-@lru_cache(maxsize=None)
+@cache
 def _source(func: Callable[..., Any]) -> str:
     return inspect.getsource(func)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _formula_block(func: Callable[..., Any]) -> str:
     return "\n\n".join(_source(f) for f in _formula_closure(func))
 
@@ -64,8 +64,13 @@ def reference_code(calc: Calculator, exprs: dict[str, str], converters: list[str
     parts = ["from __future__ import annotations", "", "import datetime", "import json", "import math", ""]
     if conv:
         parts += [conv, ""]
-    parts += [_formula_block(calc.formula), "", f"result = {calc.formula.__name__}(\n    {call},\n)",
-              f"print(json.dumps({out}))", ""]
+    parts += [
+        _formula_block(calc.formula),
+        "",
+        f"result = {calc.formula.__name__}(\n    {call},\n)",
+        f"print(json.dumps({out}))",
+        "",
+    ]
     return "\n".join(parts)
 
 
@@ -108,6 +113,7 @@ def make_task(calc: Calculator, rng: random.Random, split: str, i: int) -> Task:
             "relevant_entities": case.entities,
             "shown": case.shown,
             "arguments": case.exprs,
+            "worded_arguments": case.worded,
             "template": template,
         },
     )

@@ -7,6 +7,7 @@ with file, line and field, and the good rows are still imported. Task ids are `<
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -148,6 +149,12 @@ def biocoder_task(row: dict[str, Any], path: Path, line: int, base: dict[str, An
     signature = _require(row, path, line, "signature")
     if SUBMISSION_SLOT not in context:
         raise RecordError(path, line, "context", "has no '<<insert solution here>>' marker")
+    name = re.match(r"\s*def\s+(\w+)", signature)
+    if not name:
+        raise RecordError(path, line, "signature", f"not a function signature: {signature!r}")
+    # Some release contexts already define the target function after the slot, so any submission would
+    # pass by calling the context's own copy; the harness must hold only the submission's definition.
+    context, leaked = strip_definitions(context, name.group(1))
     # BioCoder checks a function by running its context program with the function inserted and comparing the
     # output with the reference's; the expected output is taken by running the reference in the sandbox.
     spec = AnswerSpec(type=AnswerType.CODE, tests=context)
@@ -155,7 +162,23 @@ def biocoder_task(row: dict[str, Any], path: Path, line: int, base: dict[str, An
               f"provides the imports and helpers it uses. Submit the function's code.")
     return Task(**base, category="biocoder", domain=Domain.BIOINFO, prompt=prompt, answer=solution,
                 answer_spec=spec, reference_code=context.replace("<<insert solution here>>", solution, 1),
-                metadata={"idx": row.get("idx"), "signature": signature})
+                metadata={"idx": row.get("idx"), "signature": signature, "leaked_definitions_removed": leaked})
+
+
+def strip_definitions(harness: str, name: str) -> tuple[str, int]:
+    """Remove every definition of function `name` from a harness (the slot stays); returns (harness, removed)."""
+    probe = re.sub(r"^([ \t]*)" + re.escape(SUBMISSION_SLOT), r"\1pass", harness, count=1, flags=re.M)
+    try:
+        tree = ast.parse(probe)
+    except SyntaxError:
+        return harness, 0
+    spans = [(min([n.lineno, *(d.lineno for d in n.decorator_list)]), n.end_lineno or n.lineno)
+             for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+    if not spans:
+        return harness, 0
+    lines = harness.splitlines(keepends=True)
+    drop = {i for start, end in spans for i in range(start - 1, end)}
+    return "".join(line for i, line in enumerate(lines) if i not in drop), len(spans)
 
 
 def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox] | None,

@@ -1,0 +1,102 @@
+"""Importer of the public MedAgentGym release: real sample rows in, validated Task records out."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components.sandbox.factory import open_sandbox
+from components.tasks.checkers import check_answer
+from components.tasks.importers.medagentgym import REFUSED_DATASETS, ImportOptions, import_release
+from components.tasks.record import AnswerType, load_tasks
+from components.tasks.validation import validate_tasks
+
+NON_EHR = ("medcalcbench", "npowerai", "biocoder", "biodsbench", "ehrcon", "ehrshot", "mimic_extract", "medagentbench")
+
+
+@pytest.fixture(scope="module")
+def imported(sample_release, tmp_path_factory):
+    """The sample's non-EHRSQL datasets (EHRSQL re-grounding has its own tests)."""
+    src = tmp_path_factory.mktemp("src")
+    for name in NON_EHR:
+        shutil.copytree(sample_release / name, src / name)
+    out = tmp_path_factory.mktemp("out")
+    report = import_release(src, out, ImportOptions(open_sandbox=lambda: open_sandbox("process")))
+    return src, out, report, load_tasks(out / "tasks.jsonl")
+
+
+def test_ids_follow_the_release_rows(imported, sample_release):
+    _, _, _, tasks = imported
+    by_id = {t.task_id: t for t in tasks}
+    rows = [json.loads(line) for line in (sample_release / "medcalcbench/test_tasks.jsonl").read_text().splitlines()]
+    for index, row in enumerate(rows):
+        task = by_id[f"medcalcbench/test/{index}"]
+        assert row["Patient Note"][:200] in task.prompt
+        assert check_answer(task, row["Ground Truth Answer"]).correct
+
+
+def test_every_dataset_is_imported_or_refused_with_a_reason(imported):
+    _, _, report, _ = imported
+    for key, counts in report.per_file.items():
+        dataset = key.split("/")[0]
+        assert counts.rows > 0
+        assert counts.imported + sum(counts.refused.values()) + len(counts.malformed) == counts.rows, key
+        if dataset in REFUSED_DATASETS:
+            assert counts.imported == 0 and REFUSED_DATASETS[dataset] in counts.refused
+    assert report.per_file["medcalcbench/test"].imported == 40
+    assert report.per_file["npowerai/train"].imported == 20
+
+
+def test_answer_types(imported):
+    _, _, _, tasks = imported
+    npower = {t.metadata["task_type"] + t.category[-5:]: t for t in tasks if t.dataset == "npowerai"}
+    assert any(t.answer_spec.type == AnswerType.INTEGER for t in npower.values())
+    assert any(t.answer_spec.type == AnswerType.NUMERIC for t in npower.values())
+    interval = [t for t in tasks if t.dataset == "medcalcbench" and t.answer_spec.lower is not None]
+    assert interval and all(t.answer_spec.lower <= t.answer <= t.answer_spec.upper for t in interval)
+
+
+def test_biocoder_reference_reproduces_its_output(imported):
+    _, out, report, tasks = imported
+    biocoder = [t for t in tasks if t.dataset == "biocoder"]
+    assert biocoder, report.per_file["biocoder/test"]
+    with open_sandbox("process") as box:
+        for task in biocoder[:3]:
+            assert check_answer(task, task.answer, sandbox=box).correct, task.task_id
+            assert not check_answer(task, "def nothing():\n    pass\n", sandbox=box).correct
+
+
+def test_import_validates(imported):
+    _, out, _, _ = imported
+    report = validate_tasks(out / "tasks.jsonl")
+    assert report.success, report.failures
+
+
+def test_malformed_rows_are_named_and_good_rows_kept(tmp_path):
+    src = tmp_path / "src"
+    (src / "npowerai").mkdir(parents=True)
+    good = {"task_type": "One-sample t-test", "task_id": 1, "estimate_target": "size",
+            "question": "How large a sample is needed for this one-sample study?", "answer": 12}
+    lines = [json.dumps(good), "{not json", json.dumps({**good, "answer": "lots"}),
+             json.dumps({k: v for k, v in good.items() if k != "question"}), json.dumps({**good, "answer": 13})]
+    (src / "npowerai" / "train_tasks.jsonl").write_text("\n".join(lines) + "\n")
+    (src / "mystery").mkdir()
+    (src / "mystery" / "train_tasks.jsonl").write_text(json.dumps({"x": 1}) + "\n")
+    report = import_release(src, tmp_path / "out")
+    counts = report.per_file["npowerai/train"]
+    assert counts.imported == 2
+    path = str(src / "npowerai" / "train_tasks.jsonl")
+    assert any(m.startswith(f"{path}, line 2:") and "JSON" in m for m in counts.malformed)
+    assert any(m.startswith(f"{path}, line 3, field 'answer'") for m in counts.malformed)
+    assert any(m.startswith(f"{path}, line 4, field 'question'") for m in counts.malformed)
+    ids = [t.task_id for t in load_tasks(tmp_path / "out" / "tasks.jsonl")]
+    assert ids == ["npowerai/train/0", "npowerai/train/4"]  # the release's line indexes, gaps kept
+    assert "unknown dataset 'mystery'" in next(iter(report.per_file["mystery/train"].refused))
+
+
+def test_missing_source_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        import_release(tmp_path / "nowhere", tmp_path / "out")
