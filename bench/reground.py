@@ -26,7 +26,10 @@ def main() -> None:
     ap.add_argument("--show-failures", type=int, default=0, help="print this many failing queries per dataset")
     args = ap.parse_args()
     print("nonempty/zero: fractions of the possible questions; wall_s: seeding + all queries of the dataset")
-    print(f"{'dataset':10} {'split':6} {'total':>6} {'imposs':>6} {'nonempty':>9} {'zero':>6} {'errors':>6} {'wall_s':>7}")
+    print(
+        f"{'dataset':10} {'split':6} {'total':>6} {'imposs':>6} {'nonempty':>9} "
+        + f"{'zero':>6} {'errors':>6} {'wall_s':>7}"
+    )
     for dataset in args.datasets.split(","):
         files = sorted((args.src / dataset).glob("*_tasks.jsonl"))
         if not files:

@@ -95,9 +95,12 @@ def build_suite_flow(profile: str = "demo", suite: Literal["demo", "full"] = "de
 @flow(name="import-medagentgym", log_prints=True)
 def import_flow(src: Path, out_dir: Path, profile: str = "demo", seed: int = 0,
                 ehr_databases: dict[str, Path] | None = None) -> ImportReport:
+    from components.sandbox.factory import open_sandbox
+
     cfg = load_config(profile)
-    report = import_release(Path(src), Path(out_dir), ImportOptions(seed=seed, ehr_databases=ehr_databases or {}),
-                            progress=lambda key: print(f"importing {key}"))
+    options = ImportOptions(seed=seed, ehr_databases=ehr_databases or {},
+                            open_sandbox=lambda: open_sandbox(cfg.sandbox.backend, limits=cfg.sandbox.limits))
+    report = import_release(Path(src), Path(out_dir), options, progress=lambda key: print(f"importing {key}"))
     if report.imported:
         validate_task(Path(out_dir) / "tasks.jsonl")
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)

@@ -53,7 +53,7 @@ def free_slot(
     visits: list[Visit], t: datetime, before: timedelta, after: timedelta
 ) -> tuple[datetime, datetime] | None:
     """A closed visit interval around `t` that overlaps no existing visit, or None when there is no room."""
-    prev_end, next_start = EPOCH, NOW - 10 * 60 * timedelta(seconds=1)
+    prev_end, next_start = EPOCH, NOW - timedelta(minutes=10)
     for v in visits:
         if v.contains(t):
             return None

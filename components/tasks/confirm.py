@@ -39,6 +39,8 @@ print("\n" + json.dumps(_out))
 class Confirmation(BaseModel):
     task_id: str
     confirmed: bool
+    # why not: "mismatch" (the sandbox's answer fails the checker), "reference_failed", "sandbox_failed"
+    kind: str = "confirmed"
     reason: str
 
 
@@ -54,18 +56,20 @@ def confirm_tasks(tasks: Sequence[Task], sandbox: Sandbox) -> list[Confirmation]
     result = sandbox.exec(batch_program([t.reference_code or "" for t in tasks]))
     if result.status != "ok" or result.truncated:
         why = f"batch run {result.status}{' (output truncated)' if result.truncated else ''}: {result.stderr[-300:]}"
-        return [Confirmation(task_id=t.task_id, confirmed=False, reason=why) for t in tasks]
+        return [Confirmation(task_id=t.task_id, confirmed=False, kind="sandbox_failed", reason=why) for t in tasks]
     outcomes: list[dict[str, Any]] = json.loads(result.stdout.strip().splitlines()[-1])
     return [_judge(task, outcome) for task, outcome in zip(tasks, outcomes, strict=True)]
 
 
 def _judge(task: Task, outcome: dict[str, Any]) -> Confirmation:
     if not outcome["ok"]:
-        return Confirmation(task_id=task.task_id, confirmed=False, reason=f"reference code failed: {outcome['error']}")
+        return Confirmation(task_id=task.task_id, confirmed=False, kind="reference_failed",
+                            reason=f"reference code failed: {outcome['error']}")
     if task.answer_spec.type == AnswerType.CODE:
         raise ValueError(f"{task.task_id}: code tasks are confirmed by their tests, not by a printed answer")
     verdict = check_value(task.answer_spec, task.answer, outcome["value"])
-    return Confirmation(task_id=task.task_id, confirmed=verdict.correct, reason=verdict.reason)
+    return Confirmation(task_id=task.task_id, confirmed=verdict.correct,
+                        kind="confirmed" if verdict.correct else "mismatch", reason=verdict.reason)
 
 
 def confirm_all(tasks: Sequence[Task], sandbox: Sandbox, chunk: int,

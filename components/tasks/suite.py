@@ -30,7 +30,8 @@ class CategoryReport(BaseModel):
     domain: str
     generated: int = 0
     confirmed: int = 0
-    dropped: dict[str, int] = Field(default_factory=dict)  # reason -> count
+    dropped: dict[str, int] = Field(default_factory=dict)  # kind -> count
+    examples: list[str] = Field(default_factory=list)  # a few "task_id: reason" lines of dropped tasks
 
 
 class BuildReport(BaseModel):
@@ -134,7 +135,8 @@ def _tally(gen: Generator, tasks: Sequence[Task], confirmations: Sequence[Confir
         if conf.confirmed:
             good.append(task)
         else:
-            reason = conf.reason.split(":")[0]
-            cat.dropped[reason] = cat.dropped.get(reason, 0) + 1
+            cat.dropped[conf.kind] = cat.dropped.get(conf.kind, 0) + 1
+            if len(cat.examples) < 3:
+                cat.examples.append(f"{task.task_id}: {conf.reason}")
     cat.confirmed = len(good)
     return cat, good

@@ -58,7 +58,7 @@ def test_reference_code_reproduces_stored_answer(generated):
             assert (out / cf.path).is_file() and cf.path in t.prompt
     picked = tasks[::3]  # covers every category and both size/power targets
     got = run_programs(out, [t.reference_code for t in picked])
-    for t, g in zip(picked, got):
+    for t, g in zip(picked, got, strict=True):
         if t.answer_spec.type == AnswerType.INTEGER:
             assert g == t.answer and isinstance(g, int), t.task_id
         else:

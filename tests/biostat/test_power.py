@@ -68,3 +68,24 @@ def test_generated_sample_sizes_agree_with_statsmodels_solve_power(category):
                                                     ratio=kw.get("ratio", 0), alternative=kw["alternative"])
         assert q.answer == math.ceil(expected - 1e-9), (q.prompt, expected)
         assert f"{kw['power']:.0%}" in q.prompt and str(kw["alpha"]) in q.prompt
+
+
+def test_reproduces_npowerai_one_sample_sizes(sample_release):
+    """The public N-PowerAI rows (one-sample t, two-sided) give the same sample sizes as our reference."""
+    import json
+    import re
+
+    checked = 0
+    for line in (sample_release / "npowerai" / "train_tasks.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["task_type"] != "One-sample t-test" or row["estimate_target"] != "size":
+            continue
+        q = row["question"]
+        mu0 = float(re.search(r"in general is ([\d.]+)", q).group(1))
+        story = re.search(r"sample to be ([\d.]+) with a standard deviation of (\d+(?:\.\d+)?)", q)
+        mu1, sd = map(float, story.groups())
+        pw = float(re.search(r"power of (\d+)%", q).group(1)) / 100
+        alpha = float(re.search(r"significance level of ([\d.]+?)\??$", q).group(1))
+        assert power.one_sample_t(mu0, mu1, sd, alpha, "two-sided", power=pw) == row["answer"], q[-200:]
+        checked += 1
+    assert checked > 0

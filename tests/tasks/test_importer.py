@@ -100,3 +100,32 @@ def test_malformed_rows_are_named_and_good_rows_kept(tmp_path):
 def test_missing_source_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a folder"):
         import_release(tmp_path / "nowhere", tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def ehrsql_imported(sample_release, tmp_path_factory):
+    src = tmp_path_factory.mktemp("ehrsrc")
+    for name in ("mimic_iii", "eicu", "treqs"):
+        shutil.copytree(sample_release / name, src / name)
+    out = tmp_path_factory.mktemp("ehrout")
+    report = import_release(src, out)
+    return out, report, load_tasks(out / "tasks.jsonl")
+
+
+def test_ehrsql_questions_are_regrounded_with_answers(ehrsql_imported):
+    out, report, tasks = ehrsql_imported
+    for dataset in ("mimic_iii", "eicu", "treqs"):
+        counts = report.per_file[f"{dataset}/train"]
+        assert counts.imported / counts.rows >= 0.9, (dataset, counts)
+    assert all(t.context_files[0].path.startswith("files/ehr/") for t in tasks)
+    assert validate_tasks(out / "tasks.jsonl").success
+
+
+def test_ehrsql_reference_code_reproduces_the_answer_in_the_sandbox(ehrsql_imported):
+    out, _, tasks = ehrsql_imported
+    from components.tasks.confirm import confirm_tasks
+
+    with open_sandbox("process") as box:
+        box.upload_dir(out / "files", "files")
+        confirmations = confirm_tasks(tasks, box)
+    assert all(c.confirmed for c in confirmations), [c for c in confirmations if not c.confirmed][:3]

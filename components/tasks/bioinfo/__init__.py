@@ -1,1 +1,1 @@
-"""Bioinformatics task helpers: reference computations (whose source becomes each task's reference_code) and FASTA synthesis."""
+"""Bioinformatics task helpers: reference computations (their source becomes reference_code) and FASTA synthesis."""

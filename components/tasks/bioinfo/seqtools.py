@@ -35,7 +35,7 @@ def codon_table():
     bases = "TCAG"
     aas = "FFLLSSSSYY**CC*WLLLLPPPPHHQQRRRRIIIMTTTTNNKKSSRRVVVVAAAADDEEGGGG"
     codons = [a + b + c for a in bases for b in bases for c in bases]
-    return dict(zip(codons, aas))
+    return dict(zip(codons, aas, strict=True))
 
 
 def revcomp(seq):
@@ -109,7 +109,7 @@ def most_frequent_kmer(path, record_id, k):
 def hamming(path, id_a, id_b):
     records = read_fasta(path)
     a, b = records[id_a], records[id_b]
-    return sum(x != y for x, y in zip(a, b))
+    return sum(x != y for x, y in zip(a, b, strict=True))
 
 
 def edit_distance(path, id_a, id_b):

@@ -1,1 +1,1 @@
-"""Biostatistics task helpers: reference computations (whose source becomes each task's reference_code) and data synthesis."""
+"""Biostatistics task helpers: reference computations (their source becomes reference_code) and data synthesis."""

@@ -182,7 +182,8 @@ def two_sample_t(rng: random.Random, target: str) -> PowerQuestion:
         kw, ans = got
         name, pron = _researcher(rng)
         alloc = ("Both groups will have the same size." if ratio == 1 else
-                 f"The group receiving {control} will have {ratio} times as many participants as the group receiving {interv}.")
+                 f"The group receiving {control} will have {ratio} times as many participants as the group "
+                 f"receiving {interv}.")
         story = (f"{name} plans a randomised trial in {pop} comparing {interv} with {control}. "
                  f"{pron.capitalize()} assumes a mean {outcome} of {mu1} {unit} with {interv} and {mu2} {unit} "
                  f"with {control}, with a common standard deviation of {sd} {unit}. {alloc} The groups will be "
@@ -215,7 +216,8 @@ def two_proportions(rng: random.Random, target: str) -> PowerQuestion:
         kw, ans = got
         name, pron = _researcher(rng)
         alloc = ("Both groups will have the same size." if ratio == 1 else
-                 f"The group receiving {control} will have {ratio} times as many participants as the group receiving {interv}.")
+                 f"The group receiving {control} will have {ratio} times as many participants as the group "
+                 f"receiving {interv}.")
         story = (f"{name} plans a randomised trial in {pop} comparing {interv} with {control}. The expected "
                  f"proportion with {event} is {p2} with {control}; {pron} hypothesizes it will be {p1} with "
                  f"{interv} (p_a = {p1}, p_b = {p2}). {alloc}")

@@ -193,10 +193,11 @@ def ask_regression(rng: random.Random, rel: str) -> Question:
     pool = [p for p in ("age", "bmi", "smoker", "diabetes") if p != outcome]
     predictors = rng.sample(pool, rng.randint(1, 3))
     term = rng.choice(predictors) if rng.random() < 0.9 else "intercept"
+    what = "intercept" if term == "intercept" else f"coefficient of {term}"
     prompt = (f"{_intro(rel)} Fit an ordinary least squares linear regression of {outcome} on "
               f"{', '.join(predictors)} (in that order, all used as numeric columns, smoker and diabetes coded 0/1 "
               f"as in the file) with an intercept, using only patients with no missing value in any of these "
-              f"columns. Report the estimated coefficient of {term}. {UNROUNDED}")
+              f"columns. Report the estimated {what}. {UNROUNDED}")
     return Question(prompt, tabular.ols_coefficient, (outcome, predictors, term), STATISTIC)
 
 

@@ -14,23 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from components.common.io import RecordError
+from components.ehr.sqltime import CURRENT_TIME, postprocess
 from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
 
 SCHEMA_NAMES = {"mimic_iii": "MIMIC-III", "eicu": "eICU", "treqs": "TREQS (MIMIC-III derived)"}
-# EHRSQL fixes "now" for its questions; the reference SQL says current_time
-CURRENT_TIME = "2105-12-31 23:59:00"
-
-
-def with_current_time(sql: str) -> str:
-    """EHRSQL's own substitution: the keyword current_time becomes the fixed timestamp literal."""
-    return re.sub(r"\bcurrent_time\b", f"'{CURRENT_TIME}'", sql, flags=re.I)
 
 
 def ehr_reference_code(db_path: str, sql: str) -> str:
+    """`sql` as it runs: after EHRSQL's post-processing (fixed "now", date formats)."""
     return (
         "import json, sqlite3\n"
         f"con = sqlite3.connect('file:{db_path}?mode=ro', uri=True)\n"
-        f"rows = con.execute({with_current_time(sql)!r}).fetchall()\n"
+        f"rows = con.execute({sql!r}).fetchall()\n"
         "print(json.dumps([str(v) for row in rows for v in row]))\n"
     )
 
@@ -67,7 +62,7 @@ def _validate(dataset: str, path: Path, index: int, row: dict[str, Any]) -> None
 def import_ehrsql(dataset: str, files: list[tuple[str, Path, list[tuple[int, dict[str, Any]]], Any]],
                   out: Path, options: Any) -> list[Task]:
     """All splits of one EHRSQL dataset; fills each file's counts (imported, refused, malformed) in place."""
-    from components.ehr.reground import reground_dataset
+    from components.ehr.reground import DATASET_SCHEMA, reground_dataset
 
     db_rel = f"files/ehr/{dataset}.sqlite"
     todo: list[tuple[str, Path, int, dict[str, Any], Any]] = []
@@ -90,13 +85,13 @@ def import_ehrsql(dataset: str, files: list[tuple[str, Path, list[tuple[int, dic
         if target.is_symlink() or target.exists():
             target.unlink()
         os.symlink(Path(real_db).resolve(), target)
-        answers = [(row.get("answer"), None) for *_, row, _ in todo]
+        answers = [(row.get("answer"), None, postprocess(row["query"], DATASET_SCHEMA[dataset])) for *_, row, _ in todo]
     else:
-        results = reground_dataset([row for *_, row, _ in todo], dataset, out, options.seed)
-        answers = [(r.answer, r.error) for r in results]
+        _, results = reground_dataset([(index + 1, row) for _, _, index, row, _ in todo], dataset, out, options.seed)
+        answers = [(r.answer, r.error, r.query) for r in results]
 
     tasks = []
-    for (split, _path, index, row, counts), (answer, error) in zip(todo, answers, strict=True):
+    for (split, _path, index, row, counts), (answer, error, sql) in zip(todo, answers, strict=True):
         if error:
             counts.refused[f"reference SQL failed on the database: {error.split(':')[0]}"] += 1
             continue
@@ -108,7 +103,7 @@ def import_ehrsql(dataset: str, files: list[tuple[str, Path, list[tuple[int, dic
             domain=Domain.EHR, split=split, prompt=prompt_for(dataset, row["question"], db_rel),
             answer=[str(v) for v in answer], answer_spec=answer_spec_for(row["query"]),
             context_files=[ContextFile(path=db_rel, kind="sqlite")],
-            reference_code=ehr_reference_code(db_rel, row["query"]), source="medagentgym",
+            reference_code=ehr_reference_code(db_rel, sql), source="medagentgym",
             metadata={"release_id": row.get("id"), "release_answer": row.get("answer"),
                       "value": row.get("value"), "sql": row["query"], "grounding": "real" if real_db else "synthetic"},
         ))

@@ -149,7 +149,7 @@ def biocoder_task(row: dict[str, Any], path: Path, line: int, base: dict[str, An
     signature = _require(row, path, line, "signature")
     if SUBMISSION_SLOT not in context:
         raise RecordError(path, line, "context", "has no '<<insert solution here>>' marker")
-    name = re.match(r"\s*def\s+(\w+)", signature)
+    name = re.search(r"^\s*(?:async\s+)?def\s+(\w+)", signature, re.M)
     if not name:
         raise RecordError(path, line, "signature", f"not a function signature: {signature!r}")
     # Some release contexts already define the target function after the slot, so any submission would
