@@ -2,8 +2,9 @@
 
     python -m bench.sandbox [--repeat N]
 
-Rows: bare subprocess (floor), process stateless, process stateful, docker cold (a new sandbox per exec) and
-docker warm (one sandbox reused); the docker rows are skipped with a note when no engine answers.
+Rows: bare subprocess (floor), process stateless, process stateful, docker cold (a new sandbox per exec),
+docker warm (one sandbox reused) and docker warm pool (a sandbox per exec taken from a pool of started
+containers, as rollouts use it); the docker rows are skipped with a note when no engine answers.
 """
 
 from __future__ import annotations
@@ -82,8 +83,9 @@ def main(repeat: int = typer.Option(15, min=1, help="Timed executions per row an
     if reason:
         rows.append(("docker cold", reason))
         rows.append(("docker warm", reason))
+        rows.append(("docker warm pool", reason))
     else:
-        from components.sandbox.docker import DockerSandbox
+        from components.sandbox.docker import DockerPool, DockerSandbox
 
         def cold(code: str) -> Callable[[], None]:
             def run() -> None:
@@ -111,6 +113,24 @@ def main(repeat: int = typer.Option(15, min=1, help="Timed executions per row an
             )
         finally:
             warm.close()
+
+        # the rollout path: a fresh sandbox per episode taken from a pool of started containers, wiped on return
+        with DockerPool(LIMITS, size=2) as pool:
+            pool.wait_ready()
+
+            def pooled(code: str) -> Callable[[], None]:
+                def run() -> None:
+                    with DockerSandbox(LIMITS, pool=pool) as sb:
+                        _checked_exec(sb, code)
+
+                return run
+
+            rows.append(
+                (
+                    "docker warm pool (sandbox per exec from a pool)",
+                    {name: _median_ms(pooled(code), repeat) for name, code in TASKS.items()},
+                )
+            )
 
     floor = rows[0][1]
     assert isinstance(floor, dict)

@@ -77,7 +77,7 @@ def data_import(
         table.add_row(key, str(c.rows), str(c.imported), str(sum(c.refused.values())), str(len(c.malformed)),
                       "; ".join(f"{n}× {r}" for r, n in c.refused.most_common(2)))
     Console().print(table)
-    for key, c in report.per_file.items():
+    for c in report.per_file.values():
         for msg in c.malformed[:5]:
             console.print(f"[yellow]malformed[/] {msg}")
     console.print(f"{report.imported} tasks written to {out / 'tasks.jsonl'}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from components.common.io import RecordError, iter_jsonl, write_jsonl
 
 
-class AnswerType(str, Enum):
+class AnswerType(StrEnum):
     NUMERIC = "numeric"  # float; tolerance or [lower, upper] interval
     INTEGER = "integer"  # exact integer
     BOOLEAN = "boolean"
@@ -21,7 +21,7 @@ class AnswerType(str, Enum):
     CODE = "code"  # a program checked by running tests in the sandbox
 
 
-class Domain(str, Enum):
+class Domain(StrEnum):
     EHR = "ehr"
     CALCULATOR = "calculator"
     BIOSTAT = "biostat"

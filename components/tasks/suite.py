@@ -30,7 +30,7 @@ class CategoryReport(BaseModel):
     domain: str
     generated: int = 0
     confirmed: int = 0
-    dropped: dict[str, int] = Field(default_factory=dict)  # kind -> count
+    dropped: dict[str, int] = Field(default_factory=dict)  # kind (repeated_prompt, mismatch, ...) -> count
     examples: list[str] = Field(default_factory=list)  # a few "task_id: reason" lines of dropped tasks
 
 
@@ -60,14 +60,27 @@ def parts_dir(out_dir: Path) -> Path:
     return out_dir.parent / f".{out_dir.name}.parts"
 
 
-def generate_category(gen: Generator, out_dir: Path, sizes: SuiteSize, seed: int) -> list[Task]:
+def generate_category(gen: Generator, out_dir: Path, sizes: SuiteSize, seed: int) -> tuple[list[Task], int]:
+    """The category's tasks over all splits, and how many repeats were dropped.
+
+    Generators promise distinct prompts; this enforces it, since a repeated task inflates a suite and a test
+    task that repeats a train task leaks.
+    """
+    total = sizes.train_per_category + sizes.test_per_category
     tasks: list[Task] = []
+    seen: set[str] = set()
+    repeats = 0
     for split, n in zip(SPLITS, (sizes.train_per_category, sizes.test_per_category), strict=True):
-        if n:
-            tasks.extend(gen.generate(GenContext(out_dir=out_dir, seed=seed, split=split), n))
-    train_prompts = {t.prompt for t in tasks if t.split == "train"}
-    # a test task that repeats a train task verbatim would leak; drop it
-    return [t for t in tasks if t.split == "train" or t.prompt not in train_prompts]
+        if not n:
+            continue
+        ctx = GenContext(out_dir=out_dir, seed=seed, split=split, suite_per_category=total)
+        for task in gen.generate(ctx, n):
+            if task.prompt in seen:
+                repeats += 1
+                continue
+            seen.add(task.prompt)
+            tasks.append(task)
+    return tasks, repeats
 
 
 def _confirm_parallel(tasks: Sequence[Task], sandboxes: Sequence[Sandbox], chunk: int,
@@ -77,7 +90,7 @@ def _confirm_parallel(tasks: Sequence[Task], sandboxes: Sequence[Sandbox], chunk
     size = -(-len(tasks) // n)
     slices = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     with ThreadPoolExecutor(max_workers=n) as pool:
-        results = pool.map(lambda job: confirm_all(job[0], job[1], chunk, on_chunk), zip(slices, sandboxes))
+        results = pool.map(lambda job: confirm_all(job[0], job[1], chunk, on_chunk), zip(slices, sandboxes, strict=False))
         return [c for part in results for c in part]
 
 
@@ -95,12 +108,12 @@ def build_suite(out_dir: Path, sizes: SuiteSize, seed: int, open_sandbox: Callab
     parts = parts_dir(out_dir)
     parts.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    generated = {gen.category: (gen, generate_category(gen, out_dir, sizes, seed)) for gen in gens}
+    generated = {gen.category: (gen, *generate_category(gen, out_dir, sizes, seed)) for gen in gens}
     report = BuildReport(seed=seed, sizes=sizes)
     kept: list[Task] = []
     sandboxes: list[Sandbox] = []  # opened on first need, shared by every category
     try:
-        for category, (gen, tasks) in generated.items():
+        for category, (gen, tasks, repeats) in generated.items():
             part, meta = parts / f"{category}.jsonl", parts / f"{category}.json"
             fingerprint = _fingerprint(category, sizes, seed)
             if meta.is_file() and part.is_file() and json.loads(meta.read_text())["fingerprint"] == fingerprint:
@@ -113,6 +126,9 @@ def build_suite(out_dir: Path, sizes: SuiteSize, seed: int, open_sandbox: Callab
                 progress.on_category(category, len(tasks))
             confirmations = _confirm_parallel(tasks, sandboxes, chunk, progress.on_confirmed)
             cat, good = _tally(gen, tasks, confirmations)
+            if repeats:
+                cat.dropped["repeated_prompt"] = repeats
+            cat.generated += repeats
             save_tasks(part, good)
             with atomic_write(meta) as fh:
                 json.dump({"fingerprint": fingerprint, "report": cat.model_dump()}, fh)

@@ -98,3 +98,10 @@ def test_close_is_idempotent_and_is_alive_never_raises(make_sandbox):
     sb.close()
     sb.close()
     assert sb.is_alive() is False
+
+
+def test_output_printed_before_a_timeout_is_kept(make_sandbox):
+    box = make_sandbox()
+    res = box.exec("print('before the spin', flush=False)\nwhile True:\n    pass\n", timeout_s=1.0)
+    assert res.status == "timeout"
+    assert "before the spin" in res.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components.sandbox.factory import open_sandbox
-from components.tasks.checkers import check_value, check_code
+from components.tasks.checkers import check_code, check_value
 from components.tasks.record import AnswerSpec, AnswerType
 
 TESTS = "assert gc_content('GGCC') == 1.0\nassert gc_content('ATAT') == 0.0\nassert abs(gc_content('ATGC') - 0.5) < 1e-9\n"

@@ -52,7 +52,8 @@ def test_score_writes_a_verdict_per_task_then_a_summary(tmp_path):
 def test_bad_answers_file_names_file_line_and_field(tmp_path):
     tasks = _tasks(tmp_path)
     answers = tmp_path / "answers.jsonl"
-    answers.write_text(json.dumps({"task_id": "cat/test/0", "answer": 1}) + "\n" + json.dumps({"task_id": "cat/test/9", "answer": 1}) + "\n")
+    rows = [{"task_id": "cat/test/0", "answer": 1}, {"task_id": "cat/test/9", "answer": 1}]
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
     proc = run("tasks", "score", "--tasks", str(tasks), "--answers", str(answers), "--backend", "process")
     assert proc.returncode == 2
     assert f"{answers}, line 2, field 'task_id'" in proc.stderr

@@ -27,6 +27,9 @@ class GenContext:
     out_dir: Path
     seed: int
     split: str = "train"
+    # tasks per category the whole build asks for, all splits together: generators size shared resources
+    # (an EHR database's patient count) by it, so that a big suite does not run out of distinct questions
+    suite_per_category: int = 0
 
     def rng(self, category: str) -> random.Random:
         # string seeds hash with SHA-512 in CPython: stable across runs and machines, unlike hash();
@@ -39,7 +42,11 @@ class Generator(Protocol):
     domain: Domain
 
     def generate(self, ctx: GenContext, n: int) -> Iterator[Task]:
-        """Yield `n` tasks with ids `<category>/<split>/<i>`; deterministic for a given ctx."""
+        """Yield `n` tasks with ids `<category>/<split>/<i>`; deterministic for a given ctx.
+
+        Prompts are distinct within a call, and never equal a prompt of another split of the same ctx
+        (held-out splits must not leak); a category that cannot make `n` distinct tasks yields fewer.
+        """
         ...
 
 

@@ -1,8 +1,9 @@
 """Bioinformatics task generators over synthetic FASTA files (GC, reverse complement, ORFs, k-mers, ...).
 
-A FASTA file is shared by TASKS_PER_FILE consecutive tasks of a category and lives at
-files/bioinfo/<category>/<split>/<group>.fasta under ctx.out_dir. Every answer is computed by calling the
-same module-level function whose source is embedded in the task's reference_code.
+A FASTA file is shared by up to `per_file` consecutive tasks of a category (fewer where a file has few
+distinct questions) and lives at files/bioinfo/<category>/<split>/<group>.fasta under ctx.out_dir. Every
+answer is computed by calling the same module-level function whose source is embedded in the task's
+reference_code. No prompt repeats within a generator call.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, ClassVar
 from components.common.io import atomic_write
 from components.tasks.bioinfo import seqtools as st
 from components.tasks.bioinfo import synth
+from components.tasks.biostat.filetasks import Question, questions_per_file
 from components.tasks.biostat.refcode import RefProgram
 from components.tasks.generators.base import GenContext, task_id
 from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
@@ -36,14 +38,6 @@ class FastaFile:
     motifs: list[str] = field(default_factory=list)  # motif planted in each record, where relevant
 
 
-@dataclass(frozen=True)
-class Question:
-    prompt: str
-    func: Callable[..., Any]
-    args: tuple[Any, ...]  # after the file path
-    spec: AnswerSpec
-
-
 def _file(records: list[tuple[str, str, str]], motifs: list[str] | None = None) -> FastaFile:
     return FastaFile(synth.to_fasta(records), [(r[0], r[2]) for r in records], motifs or [])
 
@@ -59,20 +53,23 @@ class FastaGenerator:
     make_file: Callable[[random.Random], FastaFile]
     ask: Callable[[random.Random, str, FastaFile], Question]
     funcs: tuple[Callable[..., Any], ...]
+    per_file: int = TASKS_PER_FILE
     domain: ClassVar[Domain] = Domain.BIOINFO
 
     def generate(self, ctx: GenContext, n: int) -> Iterator[Task]:
         rng = ctx.rng(self.category)
         program = RefProgram(st.IMPORTS, (*HELPERS, *self.funcs))
-        rel, fasta = "", FastaFile("", [])
-        for i in range(n):
-            if i % TASKS_PER_FILE == 0:
-                rel = f"files/bioinfo/{self.category}/{ctx.split}/{i // TASKS_PER_FILE:05d}.fasta"
-                fasta = self.make_file(rng)
-                with atomic_write(ctx.out_dir / rel) as fh:
-                    fh.write(fasta.text)
-            q = self.ask(rng, rel, fasta)
-            answer = q.func(str(ctx.out_dir / rel), *q.args)
+
+        def open_file(group: int) -> tuple[str, FastaFile]:
+            rel = f"files/bioinfo/{self.category}/{ctx.split}/{group:05d}.fasta"
+            fasta = self.make_file(rng)
+            with atomic_write(ctx.out_dir / rel) as fh:
+                fh.write(fasta.text)
+            return rel, fasta
+
+        triples = questions_per_file(n, self.per_file, open_file, lambda f: self.ask(rng, *f),
+                                     lambda f, q: q.func(str(ctx.out_dir / f[0]), *q.args))
+        for i, ((rel, _), q, answer) in enumerate(triples):
             yield Task(
                 task_id=task_id(self.category, ctx.split, i), dataset=DATASET, category=self.category,
                 domain=self.domain, split=ctx.split, prompt=q.prompt, answer=answer, answer_spec=q.spec,

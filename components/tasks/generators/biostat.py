@@ -1,12 +1,14 @@
 """Biostatistics task generators: N-PowerAI-style power/sample size, hypothesis tests and survival over CSVs.
 
-Context CSVs are shared by TASKS_PER_FILE consecutive tasks of a category and live at
-files/biostat/<category>/<split>/<group>.csv under ctx.out_dir. Every answer is computed by calling the same
-module-level function whose source is embedded in the task's reference_code.
+Context CSVs are shared by up to `per_file` consecutive tasks of a category (fewer where a file has few
+distinct questions) and live at files/biostat/<category>/<split>/<group>.csv under ctx.out_dir. Every
+answer is computed by calling the same module-level function whose source is embedded in the task's
+reference_code. No prompt repeats within a generator call.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Callable, Iterator
@@ -15,6 +17,7 @@ from typing import Any, ClassVar
 
 from components.common.io import atomic_write
 from components.tasks.biostat import data, power, survival, tabular
+from components.tasks.biostat.filetasks import Question, questions_per_file
 from components.tasks.biostat.power_questions import BUILDERS
 from components.tasks.biostat.refcode import RefProgram
 from components.tasks.generators.base import GenContext, task_id
@@ -40,9 +43,14 @@ class PowerGenerator:
         build = BUILDERS[self.category]
         helpers = [power.t_power, power.cohen_h, power.normal_power, power.smallest_n]
         programs: dict[str, RefProgram] = {}
+        seen: set[str] = set()
         for i in range(n):
-            target = "size" if rng.random() < 0.5 else "power"
-            q = build(rng, target)
+            while True:  # the space of stories and numbers is large: a repeat is rare and one redraw fixes it
+                target = "size" if rng.random() < 0.5 else "power"
+                q = build(rng, target)
+                if q.prompt not in seen:
+                    seen.add(q.prompt)
+                    break
             fn = getattr(power, q.func)
             if q.func not in programs:
                 programs[q.func] = RefProgram(power.IMPORTS, [*helpers, fn])
@@ -57,17 +65,9 @@ class PowerGenerator:
             )
 
 
-@dataclass(frozen=True)
-class Question:
-    prompt: str
-    func: Callable[..., Any]
-    args: tuple[Any, ...]  # after the file path
-    spec: AnswerSpec
-
-
-def _usable(answer: Any) -> bool:
-    """A filter can leave too few rows for a statistic (NaN); such draws are redrawn."""
-    return isinstance(answer, int) or math.isfinite(answer)
+def _usable(answer: Any) -> Any:
+    """The answer, or None where a filter left too few rows for a statistic (NaN): such draws are redrawn."""
+    return answer if isinstance(answer, int) or math.isfinite(answer) else None
 
 
 def _write_once(ctx: GenContext, rel: str, text: str) -> None:
@@ -75,37 +75,45 @@ def _write_once(ctx: GenContext, rel: str, text: str) -> None:
         fh.write(text)
 
 
+def _csv_path(ctx: GenContext, category: str, group: int) -> str:
+    return f"files/biostat/{category}/{ctx.split}/{group:05d}.csv"
+
+
+def _task(gen: Any, ctx: GenContext, i: int, rel: str, q: Question, answer: Any, program: RefProgram) -> Task:
+    return Task(
+        task_id=task_id(gen.category, ctx.split, i), dataset=DATASET, category=gen.category,
+        domain=gen.domain, split=ctx.split, prompt=q.prompt, answer=answer, answer_spec=q.spec,
+        context_files=[ContextFile(path=rel, kind="csv")],
+        reference_code=program.render(q.func.__name__, rel, *q.args),
+        metadata={"function": q.func.__name__},
+    )
+
+
 @dataclass(frozen=True)
 class CsvGenerator:
-    """Draws one CSV per TASKS_PER_FILE tasks, then a question about it per task."""
+    """Draws one CSV per `per_file` tasks, then distinct questions about it."""
 
     category: str
     make_file: Callable[[random.Random], str]
     ask: Callable[[random.Random, str], Question]  # (rng, relative path) -> question
     imports: tuple[str, ...]
     funcs: tuple[Callable[..., Any], ...]  # helpers first, then the entry points a question may call
+    per_file: int = TASKS_PER_FILE
     domain: ClassVar[Domain] = Domain.BIOSTAT
 
     def generate(self, ctx: GenContext, n: int) -> Iterator[Task]:
         rng = ctx.rng(self.category)
         program = RefProgram(self.imports, self.funcs)
-        rel = ""
-        for i in range(n):
-            if i % TASKS_PER_FILE == 0:
-                rel = f"files/biostat/{self.category}/{ctx.split}/{i // TASKS_PER_FILE:05d}.csv"
-                _write_once(ctx, rel, self.make_file(rng))
-            while True:
-                q = self.ask(rng, rel)
-                answer = q.func(str(ctx.out_dir / rel), *q.args)
-                if _usable(answer):
-                    break
-            yield Task(
-                task_id=task_id(self.category, ctx.split, i), dataset=DATASET, category=self.category,
-                domain=self.domain, split=ctx.split, prompt=q.prompt, answer=answer, answer_spec=q.spec,
-                context_files=[ContextFile(path=rel, kind="csv")],
-                reference_code=program.render(q.func.__name__, rel, *q.args),
-                metadata={"function": q.func.__name__},
-            )
+
+        def open_file(group: int) -> str:
+            rel = _csv_path(ctx, self.category, group)
+            _write_once(ctx, rel, self.make_file(rng))
+            return rel
+
+        triples = questions_per_file(n, self.per_file, open_file, lambda rel: self.ask(rng, rel),
+                                     lambda rel, q: _usable(q.func(str(ctx.out_dir / rel), *q.args)))
+        for i, (rel, q, answer) in enumerate(triples):
+            yield _task(self, ctx, i, rel, q, answer, program)
 
 
 # ---- cohort questions -------------------------------------------------------------------------------------
@@ -141,7 +149,8 @@ def ask_ttest(rng: random.Random, rel: str) -> Question:
 
 
 CHI2_PAIRS = (("arm", "response"), ("sex", "smoker"), ("arm", "diabetes"), ("sex", "response"),
-              ("smoker", "diabetes"), ("diabetes", "response"), ("sex", "diabetes"))
+              ("smoker", "diabetes"), ("diabetes", "response"), ("sex", "diabetes"), ("arm", "smoker"),
+              ("smoker", "response"), ("arm", "sex"))
 
 
 def ask_chi2(rng: random.Random, rel: str) -> Question:
@@ -158,7 +167,7 @@ def ask_chi2(rng: random.Random, rel: str) -> Question:
 
 
 def ask_mann_whitney(rng: random.Random, rel: str) -> Question:
-    value = rng.choice(("sbp", "ldl", "bmi", "hba1c"))
+    value = rng.choice(("sbp", "ldl", "bmi", "hba1c", "age"))
     col, a, b = rng.choice(GROUPINGS)
     a, b = (a, b) if rng.random() < 0.5 else (b, a)
     stat = rng.choice(("statistic", "pvalue"))
@@ -173,7 +182,7 @@ def ask_mann_whitney(rng: random.Random, rel: str) -> Question:
                     STATISTIC if stat == "statistic" else P_VALUE)
 
 
-CORR_PAIRS = (("age", "sbp"), ("bmi", "sbp"), ("age", "ldl"), ("bmi", "hba1c"), ("ldl", "sbp"), ("age", "hba1c"))
+CORR_PAIRS = tuple(itertools.combinations(data.NUMERIC, 2))
 
 
 def ask_correlation(rng: random.Random, rel: str) -> Question:
@@ -271,9 +280,12 @@ def ask_km_median(rng: random.Random, rel: str, info: SurvFile) -> Question:
     return Question(prompt, survival.km_median, ("group", group), AnswerSpec(type=AnswerType.NUMERIC, abs_tol=1e-6))
 
 
+KM_TIMES = (30, 60, 90, 120, 180, 240, 270, 365, 450, 540, 730, 900, 1000)
+
+
 def ask_km_at(rng: random.Random, rel: str, info: SurvFile) -> Question:
     group = rng.choice((info.groups[0], info.groups[1], None))
-    t = rng.choice([t for t in (30, 60, 90, 180, 270, 365, 540, 730, 1000) if t < info.last_time] or [30])
+    t = rng.choice([t for t in KM_TIMES if t < info.last_time] or [30])
     who = f"patients in group '{group}'" if group else "all patients together (ignoring group)"
     prompt = (f"{_surv_intro(rel)} {SURV_CONVENTIONS} What is the Kaplan-Meier estimate of the survival "
               f"probability S({t}) at t = {t} days for {who}? Give a probability between 0 and 1. {UNROUNDED}")
@@ -296,27 +308,24 @@ def ask_logrank(rng: random.Random, rel: str, info: SurvFile) -> Question:
 class SurvivalGenerator:
     category: str
     ask: Callable[[random.Random, str, SurvFile], Question]
+    per_file: int = TASKS_PER_FILE
     domain: ClassVar[Domain] = Domain.BIOSTAT
 
     def generate(self, ctx: GenContext, n: int) -> Iterator[Task]:
         rng = ctx.rng(self.category)
         program = RefProgram(survival.IMPORTS, (survival.km_curve, survival._subset, survival.km_median,
                                                 survival.km_survival_at, survival.logrank))
-        rel, info = "", SurvFile(("", ""), 0.0)
-        for i in range(n):
-            if i % TASKS_PER_FILE == 0:
-                rel = f"files/biostat/{self.category}/{ctx.split}/{i // TASKS_PER_FILE:05d}.csv"
-                text, info = _survival_file(rng)
-                _write_once(ctx, rel, text)
-            q = self.ask(rng, rel, info)
-            answer = q.func(str(ctx.out_dir / rel), *q.args)
-            yield Task(
-                task_id=task_id(self.category, ctx.split, i), dataset=DATASET, category=self.category,
-                domain=self.domain, split=ctx.split, prompt=q.prompt, answer=answer, answer_spec=q.spec,
-                context_files=[ContextFile(path=rel, kind="csv")],
-                reference_code=program.render(q.func.__name__, rel, *q.args),
-                metadata={"function": q.func.__name__},
-            )
+
+        def open_file(group: int) -> tuple[str, SurvFile]:
+            rel = _csv_path(ctx, self.category, group)
+            text, info = _survival_file(rng)
+            _write_once(ctx, rel, text)
+            return rel, info
+
+        triples = questions_per_file(n, self.per_file, open_file, lambda f: self.ask(rng, *f),
+                                     lambda f, q: q.func(str(ctx.out_dir / f[0]), *q.args))
+        for i, ((rel, _), q, answer) in enumerate(triples):
+            yield _task(self, ctx, i, rel, q, answer, program)
 
 
 _TAB = tabular.IMPORTS
@@ -328,7 +337,8 @@ GENERATORS = [
     CsvGenerator("biostat_correlation_csv", _cohort, ask_correlation, _TAB, (tabular.correlation,)),
     CsvGenerator("biostat_regression_csv", _cohort, ask_regression, _TAB, (tabular.ols_coefficient,)),
     CsvGenerator("biostat_filtered_summary_csv", _cohort, ask_summary, _TAB, (tabular.filtered_summary,)),
-    SurvivalGenerator("biostat_km_median", ask_km_median),
+    # a survival file has three medians (each group, all) and one log-rank test (statistic, p-value)
+    SurvivalGenerator("biostat_km_median", ask_km_median, per_file=2),
     SurvivalGenerator("biostat_km_survival_at", ask_km_at),
-    SurvivalGenerator("biostat_logrank", ask_logrank),
+    SurvivalGenerator("biostat_logrank", ask_logrank, per_file=2),
 ]

@@ -161,7 +161,7 @@ def biocoder_task(row: dict[str, Any], path: Path, line: int, base: dict[str, An
     prompt = (f"{problem}\n\nWrite the function `{signature}`. It is inserted into a larger program that "
               f"provides the imports and helpers it uses. Submit the function's code.")
     return Task(**base, category="biocoder", domain=Domain.BIOINFO, prompt=prompt, answer=solution,
-                answer_spec=spec, reference_code=context.replace("<<insert solution here>>", solution, 1),
+                answer_spec=spec, reference_code=insert_submission(context, solution),
                 metadata={"idx": row.get("idx"), "signature": signature, "leaked_definitions_removed": leaked})
 
 
