@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from components.common.io import RecordError
+from components.envs.coding_env import EnvConfig
 from components.sandbox.protocol import Limits
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -55,6 +56,7 @@ class PipelineConfig(_Strict):
     profile: str
     data: DataConfig = Field(default_factory=DataConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
 

@@ -15,6 +15,9 @@ MIN = timedelta(minutes=1)
 LAB_INFO = {name: (lo, hi) for name, lo, hi in vocab.EICU_LABS}
 DRUG_INFO = {d[0]: d for d in vocab.EICU_DRUGS}
 DIAG_ICD = dict(vocab.EICU_DIAGNOSES)
+WIDE_DIAG_ICD = DIAG_ICD | dict(vocab.EXTRA_EICU_DIAGNOSES)
+# wide databases: every drug with the routes it is given by (the usual one first) and its dosage
+WIDE_DRUGS = {d[0]: ((d[1],), d[2]) for d in vocab.EICU_DRUGS} | {d[0]: (d[1], d[2]) for d in vocab.EXTRA_EICU_DRUGS}
 VITAL_RANGES = {
     "temperature": (35.8, 39.4),
     "sao2": (86, 100),
@@ -35,8 +38,15 @@ class EicuWorld(World):
     wards = [83, 92, 185, 259, 384, 425, 549, 613, 628, 925, 996, 1036, 1063]
     admit_sources = vocab.EICU_ADMIT_SOURCES
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, wide: bool = False):
+        """`wide`: draw background events from the wider vocabularies, drugs by several routes (generated tasks)."""
         super().__init__(rng)
+        self.wide = wide
+        self._diag_icd = WIDE_DIAG_ICD if wide else DIAG_ICD
+        self._names = {
+            "diagnosis": list(self._diag_icd),
+            "drug": list(WIDE_DRUGS) if wide else [d[0] for d in vocab.EICU_DRUGS],
+        }
         self.store = TableStore(schema.TABLES, schema.INDEXES)
         self._ids = {t: 0 for t in schema.TABLES}
         self._next_step_uid = 900000
@@ -55,10 +65,10 @@ class EicuWorld(World):
     def random_name(self, kind: str) -> str:
         r = self.rng
         return {
-            "diagnosis": lambda: r.choice(vocab.EICU_DIAGNOSES)[0],
+            "diagnosis": lambda: r.choice(self._names["diagnosis"]),
             "procedure": lambda: r.choice(vocab.EICU_TREATMENTS),
             "lab": lambda: r.choice(vocab.EICU_LABS)[0],
-            "drug": lambda: r.choice(vocab.EICU_DRUGS)[0],
+            "drug": lambda: r.choice(self._names["drug"]),
             "vital": lambda: r.choice(sorted(VITAL_RANGES)),
             "intake": lambda: r.choice(vocab.EICU_INTAKES),
             "output": lambda: r.choice(vocab.EICU_OUTPUTS),
@@ -87,7 +97,7 @@ class EicuWorld(World):
             patientunitstayid=v.uid,
             diagnosisname=name,
             diagnosistime=fmt(t),
-            icd9code=DIAG_ICD.get(name),
+            icd9code=self._diag_icd.get(name),
         )
         self._cost(p, v, "diagnosis", i, t, name)
 
@@ -108,6 +118,10 @@ class EicuWorld(World):
     def _emit_drug(self, p, v, t, name, value, route, organism):
         name = name or self.random_name("drug")
         info = DRUG_INFO.get(name)
+        if self.wide and name in WIDE_DRUGS and route is None:
+            routes, dosage = WIDE_DRUGS[name]
+            route = routes[0] if len(routes) == 1 or self.rng.random() < 0.6 else self.rng.choice(routes[1:])
+            info = (name, route, dosage)
         route = route or (info[1] if info else self.rng.choice(["iv", "po", "oral", "subcutan", "intravenous"]))
         dosage = (
             info[2]

@@ -16,6 +16,10 @@ VITAL_INFO = {label: (unit, lo, hi) for label, unit, lo, hi in vocab.VITALS}
 INPUT_INFO = {label: (lo, hi) for label, lo, hi in vocab.INPUTS}
 OUTPUT_INFO = {label: (lo, hi) for label, lo, hi in vocab.OUTPUTS}
 DRUG_INFO = {d[0]: d for d in vocab.DRUGS}
+# wide databases: every drug with the routes it is given by (the usual one first) and its dose
+WIDE_DRUGS = {d[0]: ((d[1], *vocab.EXTRA_ROUTES.get(d[0], ())), d[2], d[3]) for d in vocab.DRUGS} | {
+    d[0]: (d[1], d[2], d[3]) for d in vocab.EXTRA_DRUGS
+}
 LINKSTO = {"vital": "chartevents", "intake": "inputevents_cv", "output": "outputevents"}
 
 
@@ -24,12 +28,21 @@ class MimicWorld(World):
     wards = vocab.WARDS
     admit_sources = vocab.ADMISSION_LOCATIONS
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, wide: bool = False):
+        """`wide`: draw background events from the wider vocabularies, drugs by several routes (generated tasks)."""
         super().__init__(rng)
+        self.wide = wide
         self.store = TableStore(schema.TABLES, schema.INDEXES)
         self._row = {t: 0 for t in schema.TABLES}
-        self.diag = {s: (c, lt) for s, lt, c in vocab.DIAGNOSES}
-        self.proc = {s: (c, lt) for s, lt, c in vocab.PROCEDURES}
+        diagnoses = vocab.DIAGNOSES + (vocab.EXTRA_DIAGNOSES if wide else [])
+        procedures = vocab.PROCEDURES + (vocab.EXTRA_PROCEDURES if wide else [])
+        self.diag = {s: (c, lt) for s, lt, c in diagnoses}
+        self.proc = {s: (c, lt) for s, lt, c in procedures}
+        self._names = {
+            "diagnosis": [d[0] for d in diagnoses],
+            "procedure": [p[0] for p in procedures],
+            "drug": list(WIDE_DRUGS) if wide else [d[0] for d in vocab.DRUGS],
+        }
         self._codes = {c for c, _ in self.diag.values()} | {c for c, _ in self.proc.values()}
         self.labitems = {label: 50800 + i * 3 for i, (label, *_r) in enumerate(vocab.LABS)}
         self.items: dict[tuple[str, str], int] = {}
@@ -88,10 +101,10 @@ class MimicWorld(World):
     def random_name(self, kind: str) -> str:
         r = self.rng
         return {
-            "diagnosis": lambda: r.choice(vocab.DIAGNOSES)[0],
-            "procedure": lambda: r.choice(vocab.PROCEDURES)[0],
+            "diagnosis": lambda: r.choice(self._names["diagnosis"]),
+            "procedure": lambda: r.choice(self._names["procedure"]),
             "lab": lambda: r.choice(vocab.LABS)[0],
-            "drug": lambda: r.choice(vocab.DRUGS)[0],
+            "drug": lambda: r.choice(self._names["drug"]),
             "vital": lambda: r.choice(vocab.VITALS[:7])[0],
             "intake": lambda: r.choice(vocab.INPUTS)[0],
             "output": lambda: r.choice(vocab.OUTPUTS)[0],
@@ -158,6 +171,10 @@ class MimicWorld(World):
     def _emit_drug(self, p, v, t, name, value, route, organism):
         name = name or self.random_name("drug")
         info = DRUG_INFO.get(name)
+        if self.wide and name in WIDE_DRUGS and route is None:
+            routes, dose_val, dose_unit = WIDE_DRUGS[name]
+            route = routes[0] if len(routes) == 1 or self.rng.random() < 0.6 else self.rng.choice(routes[1:])
+            info = (name, route, dose_val, dose_unit)
         route = route or (info[1] if info else self.rng.choice(["po", "iv", "sc", "po/ng"]))
         dose, unit = (
             (info[2], info[3])

@@ -17,14 +17,15 @@ AnyWorld = MimicWorld | EicuWorld | TreqsWorld
 DEFAULT_PATIENTS = 150
 
 
-def new_world(schema: str, seed: int) -> AnyWorld:
+def new_world(schema: str, seed: int, wide: bool = False) -> AnyWorld:
+    """An empty world; `wide` draws from the wider vocabularies (see vocab.EXTRA_*)."""
     rng = random.Random(f"ehr:{schema}:{seed}")
     if schema == "mimic_iii":
-        return MimicWorld(rng)
+        return MimicWorld(rng, wide)
     if schema == "eicu":
-        return EicuWorld(rng)
+        return EicuWorld(rng, wide)
     if schema == "treqs":
-        return TreqsWorld(rng)
+        return TreqsWorld(rng, wide)
     raise ValueError(f"unknown EHR schema {schema!r}; expected one of {SCHEMAS}")
 
 
@@ -47,8 +48,14 @@ def populate(world: AnyWorld, n_patients: int) -> AnyWorld:
     return world
 
 
-def build_database(schema: Schema, path: Path, seed: int, n_patients: int = DEFAULT_PATIENTS) -> Path:
-    """Write a synthetic database of `schema` to `path`; the same seed gives a byte-identical file."""
-    world = populate(new_world(schema, seed), n_patients)
+def build_database(
+    schema: Schema, path: Path, seed: int, n_patients: int = DEFAULT_PATIENTS, wide: bool = True
+) -> Path:
+    """Write a synthetic database of `schema` to `path`; the same arguments give a byte-identical file.
+
+    `wide` (the generated tasks' databases) draws from the wider vocabularies; the re-grounding seeds its own
+    narrow world instead (components.ehr.reground).
+    """
+    world = populate(new_world(schema, seed, wide), n_patients)
     world.finish()
     return world.store.write(Path(path))

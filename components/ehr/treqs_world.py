@@ -15,8 +15,15 @@ LAB_FLAGS = ["abnormal", "delta", None, None, None]
 
 
 class TreqsWorld:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, wide: bool = False):
+        """`wide`: draw diagnoses, procedures and drugs from the wider vocabularies (generated tasks)."""
         self.rng = rng
+        self._diagnoses = vocab.DIAGNOSES + (vocab.EXTRA_DIAGNOSES if wide else [])
+        self._procedures = vocab.PROCEDURES + (vocab.EXTRA_PROCEDURES if wide else [])
+        self._drugs: list[tuple[str, tuple[str, ...], str, str, str, str]] = [
+            (d, (route, *(vocab.EXTRA_ROUTES.get(d, ()) if wide else ())), dose, unit, code, dtype)
+            for d, route, dose, unit, code, dtype in vocab.DRUGS
+        ] + (vocab.EXTRA_DRUGS if wide else [])
         self.store = TableStore(schema.TABLES, schema.INDEXES)
         self.subjects: dict[int, dict[str, Any]] = {}
         self.names: dict[str, int] = {}
@@ -109,7 +116,7 @@ class TreqsWorld:
         return hadm
 
     def diagnosis(self, sid: int, hadm: int, **over: Any) -> None:
-        short, long, code = self.rng.choice(vocab.DIAGNOSES)
+        short, long, code = self.rng.choice(self._diagnoses)
         self.store.add(
             "diagnoses",
             subject_id=sid,
@@ -118,7 +125,7 @@ class TreqsWorld:
         )
 
     def procedure(self, sid: int, hadm: int, **over: Any) -> None:
-        short, long, code = self.rng.choice(vocab.PROCEDURES)
+        short, long, code = self.rng.choice(self._procedures)
         self.store.add(
             "procedures",
             subject_id=sid,
@@ -127,7 +134,8 @@ class TreqsWorld:
         )
 
     def prescription(self, sid: int, hadm: int, **over: Any) -> None:
-        drug, route, dose, unit, code, dtype = self.rng.choice(vocab.DRUGS)
+        drug, routes, dose, unit, code, dtype = self.rng.choice(self._drugs)
+        route = routes[0] if len(routes) == 1 or self.rng.random() < 0.6 else self.rng.choice(routes[1:])
         self._icustay += self.rng.randint(1, 9)
         row = {
             "icustay_id": self._icustay,

@@ -72,6 +72,19 @@ def test_same_seed_gives_identical_tasks_and_files(tmp_path):
     ta, tb = generate(a, 11), generate(b, 11)
     assert [t.model_dump() for t in ta] == [t.model_dump() for t in tb]
     files = sorted(p.relative_to(a) for p in a.rglob("*.fasta"))
-    assert len(files) == 2 * len(GENERATORS)
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*.fasta"))
+    # every file written is one a task uses: no file is drawn and then left without questions
+    assert {str(f) for f in files} == {cf.path for t in ta for cf in t.context_files}
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
     assert [t.answer for t in generate(tmp_path / "c", 11, seed=6)] != [t.answer for t in ta]
+
+
+def test_prompts_are_distinct_within_and_across_splits(tmp_path):
+    # a file of 4 records used to serve 10 reverse-complement questions (one per record): repeats were certain
+    for gen in GENERATORS:
+        prompts = {}
+        for split, n in (("train", 150), ("test", 30)):
+            tasks = list(gen.generate(GenContext(out_dir=tmp_path, seed=0, split=split), n))
+            prompts[split] = {t.prompt for t in tasks}
+            assert len(tasks) == n and len(prompts[split]) == n, (gen.category, split)
+        assert not prompts["train"] & prompts["test"], gen.category

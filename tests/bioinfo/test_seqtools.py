@@ -72,3 +72,6 @@ def test_assembly_stats(tmp_path):
     assert st.assembly_stat(str(p), "n50") == 8
     assert st.assembly_stat(str(p), "l50") == 3
     assert st.assembly_stat(str(p), "count") == 9 and st.assembly_stat(str(p), "max") == 10
+    # 90% of 54 is 48.6: running 10, 19, 27, 34, 40, 45, 49 -> N90 4, L90 7
+    assert st.assembly_stat(str(p), "n90") == 4 and st.assembly_stat(str(p), "l90") == 7
+    assert st.assembly_stat(str(p), "min") == 2

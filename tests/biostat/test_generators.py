@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from components.tasks.generators.base import GenContext
-from components.tasks.generators.biostat import GENERATORS
+from components.tasks.generators.biostat import GENERATORS, PowerGenerator, _belongs_to
 from components.tasks.record import AnswerType, Domain, Task
 
 # one subprocess runs every program, each exec'd in a fresh namespace with the task folder as cwd: a program
@@ -92,6 +92,26 @@ def test_same_seed_gives_identical_tasks_and_files(tmp_path):
     files = sorted(p.relative_to(a) for p in a.rglob("*.csv"))
     assert files and files == sorted(p.relative_to(b) for p in b.rglob("*.csv"))
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
-    # 11 tasks per category at 10 per file: two files each, none rewritten
-    assert len(files) == 2 * (len(GENERATORS) - 5)
+    # every file written is one a task uses: no file is drawn and then left without questions
+    assert {str(f) for f in files} == {cf.path for t in ta for cf in t.context_files}
     assert [t.prompt for t in generate(tmp_path / "c", 3, seed=12)] != [t.prompt for t in ta[:3]]
+
+
+def test_prompts_are_distinct_within_and_across_splits(tmp_path):
+    # questions used to be drawn with replacement, 10 per file: t-tests repeated at this n, and a survival
+    # file has only 2-3 distinct questions
+    for gen in GENERATORS:
+        prompts = {}
+        for split, n in (("train", 60), ("test", 15)):
+            tasks = list(gen.generate(GenContext(out_dir=tmp_path, seed=0, split=split), n))
+            prompts[split] = {t.prompt for t in tasks}
+            assert len(tasks) == n and len(prompts[split]) == n, (gen.category, split)
+        assert not prompts["train"] & prompts["test"], gen.category
+
+
+def test_power_prompts_of_train_and_test_come_from_disjoint_halves(tmp_path):
+    # power prompts name no file; the digest partition is what keeps a test prompt from equalling a train one
+    for gen in (g for g in GENERATORS if isinstance(g, PowerGenerator)):
+        for split, other in (("train", "test"), ("test", "train")):
+            for t in gen.generate(GenContext(out_dir=tmp_path, seed=3, split=split), 20):
+                assert _belongs_to(t.prompt, split) and not _belongs_to(t.prompt, other), t.task_id

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from components.tasks.generators.base import GenContext
-from components.tasks.generators.ehr import GENERATORS, db_relpath
+from components.tasks.generators.ehr import GENERATORS, db_relpath, n_patients, split_of
 from components.tasks.record import Domain
 
 
@@ -69,3 +72,50 @@ def test_database_built_once_and_tasks_deterministic(tmp_path: Path) -> None:
     assert db.stat().st_mtime_ns == stamp
     assert first == second
     assert len({t["task_id"] for t in first}) == 20
+
+
+def test_splits_are_distinct_and_disjoint_at_moderate_size(tmp_path: Path) -> None:
+    # the suite builder drops repeated prompts: every category must make n distinct tasks per split, and no test
+    # prompt may repeat a train prompt (train and test ask about disjoint patients and entities)
+    per_split = {"train": 150, "test": 40}
+    ctx = {s: GenContext(out_dir=tmp_path, seed=3, split=s, suite_per_category=sum(per_split.values())) for s in per_split}
+    for gen in GENERATORS:
+        prompts = {s: [t.prompt for t in gen.generate(ctx[s], n)] for s, n in per_split.items()}
+        for split, n in per_split.items():
+            assert len(set(prompts[split])) == len(prompts[split]) == n, (gen.category, split)
+        assert not set(prompts["train"]) & set(prompts["test"]), gen.category
+    # one shared database per schema for the whole build, not one per category or split
+    assert len(list((tmp_path / "files/ehr").glob("*.sqlite"))) == 3
+
+
+def test_suite_size_sizes_the_database_and_names_it(tmp_path: Path) -> None:
+    small, big = (GenContext(out_dir=tmp_path, seed=5, suite_per_category=k) for k in (10, 1200))
+    gen = next(g for g in GENERATORS if g.category == "ehr_patient_gender")
+    assert next(gen.generate(small, 1)).context_files[0].path == db_relpath("mimic_iii", 5, n_patients(10))
+    assert next(gen.generate(big, 1)).context_files[0].path == db_relpath("mimic_iii", 5, n_patients(1200))
+    assert n_patients(1200) > n_patients(10)
+    sizes = {}
+    for k in (10, 1200):
+        con = sqlite3.connect(tmp_path / db_relpath("mimic_iii", 5, n_patients(k)))
+        sizes[k] = con.execute("select count(*) from patients").fetchone()[0]
+        con.close()
+    assert sizes[1200] > sizes[10]
+
+
+def test_same_seed_same_database_bytes_and_tasks(tmp_path: Path) -> None:
+    gen = next(g for g in GENERATORS if g.category == "ehr_drug_route")
+    runs = []
+    for name in ("a", "b"):
+        ctx = GenContext(out_dir=tmp_path / name, seed=9, split="test", suite_per_category=40)
+        runs.append([t.model_dump() for t in gen.generate(ctx, 15)])
+    assert runs[0] == runs[1]
+    rel = db_relpath("mimic_iii", 9, n_patients(40))
+    assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+
+
+def test_split_owner_is_stable_and_unknown_split_is_named(tmp_path: Path) -> None:
+    assert split_of(0, "mimic_iii:patient:101") == split_of(0, "mimic_iii:patient:101")
+    owners = [split_of(0, f"mimic_iii:patient:{i}") for i in range(2000)]
+    assert 0.15 < owners.count("test") / 2000 < 0.25 and 0.70 < owners.count("train") / 2000 < 0.80
+    with pytest.raises(ValueError, match="holdout"):
+        next(GENERATORS[0].generate(GenContext(out_dir=tmp_path, seed=0, split="holdout"), 1))

@@ -128,3 +128,21 @@ def test_ehrsql_reference_code_reproduces_the_answer_in_the_sandbox(ehrsql_impor
         box.upload_dir(out / "files", "files")
         confirmations = confirm_tasks(tasks, box)
     assert all(c.confirmed for c in confirmations), [c for c in confirmations if not c.confirmed][:3]
+
+
+def test_a_real_database_keeps_the_release_answers(sample_release, tmp_path, ehrsql_imported):
+    """With --ehr-db the release's answers are kept and the task reads the user's database (linked, not copied)."""
+    out_synthetic, _, _ = ehrsql_imported
+    real_db = tmp_path / "my_treqs.sqlite"  # stands in for a credentialed database the user holds
+    real_db.write_bytes((out_synthetic / "files/ehr/treqs.sqlite").read_bytes())
+    src = tmp_path / "src"
+    shutil.copytree(sample_release / "treqs", src / "treqs")
+    report = import_release(src, tmp_path / "out", ImportOptions(ehr_databases={"treqs": real_db}))
+    tasks = load_tasks(tmp_path / "out" / "tasks.jsonl")
+    rows = [json.loads(line) for line in (sample_release / "treqs/train_tasks.jsonl").read_text().splitlines()]
+    assert report.per_file["treqs/train"].imported == len(tasks) > 0
+    for task in tasks:
+        index = int(task.task_id.rsplit("/", 1)[1])
+        assert task.answer == [str(v) for v in rows[index]["answer"]]
+        assert task.metadata["grounding"] == "real"
+    assert (tmp_path / "out/files/ehr/treqs.sqlite").resolve() == real_db.resolve()

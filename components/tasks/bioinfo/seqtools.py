@@ -139,11 +139,14 @@ def assembly_stat(path, stat):
         return len(lengths)
     if stat == "max":
         return lengths[0]
+    if stat == "min":
+        return lengths[-1]
+    pct = int(stat[1:])  # n50, l90, ...: integer arithmetic, so the threshold is exact
     running = 0
     for i, length in enumerate(lengths, 1):
         running += length
-        if 2 * running >= sum(lengths):
-            return length if stat == "n50" else i
+        if 100 * running >= pct * sum(lengths):
+            return length if stat[0] == "n" else i
     raise ValueError("empty assembly")
 
 

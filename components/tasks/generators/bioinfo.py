@@ -82,31 +82,31 @@ class FastaGenerator:
 # ---- files ------------------------------------------------------------------------------------------------
 
 def short_records(rng: random.Random) -> FastaFile:
-    return _file(synth.random_records(rng, rng.randint(4, 10), 20, 150))
+    return _file(synth.random_records(rng, rng.randint(6, 12), 20, 150))
 
 
 def medium_records(rng: random.Random) -> FastaFile:
-    return _file(synth.random_records(rng, rng.randint(4, 10), 100, 400))
+    return _file(synth.random_records(rng, rng.randint(6, 12), 100, 400))
 
 
 def coding_file(rng: random.Random) -> FastaFile:
-    return _file(synth.coding_records(rng, rng.randint(4, 10)))
+    return _file(synth.coding_records(rng, rng.randint(6, 12)))
 
 
 def orf_file(rng: random.Random) -> FastaFile:
-    return _file(synth.orf_records(rng, rng.randint(4, 10)))
+    return _file(synth.orf_records(rng, rng.randint(6, 12)))
 
 
 def substitution_pairs(rng: random.Random) -> FastaFile:
-    return _file(synth.pair_records(rng, rng.randint(3, 6), indels=False))
+    return _file(synth.pair_records(rng, rng.randint(4, 8), indels=False))
 
 
 def indel_pairs(rng: random.Random) -> FastaFile:
-    return _file(synth.pair_records(rng, rng.randint(3, 6), indels=True))
+    return _file(synth.pair_records(rng, rng.randint(4, 8), indels=True))
 
 
 def motif_file(rng: random.Random) -> FastaFile:
-    records, motifs = synth.motif_records(rng, rng.randint(4, 10))
+    records, motifs = synth.motif_records(rng, rng.randint(6, 12))
     return _file(records, motifs)
 
 
@@ -221,14 +221,19 @@ ASSEMBLY_ASKS = {
            "which the running total of lengths first reaches at least half of the total length)",
     "l50": "the L50 of the record lengths (sort lengths in decreasing order; L50 is the number of records needed "
            "for the running total of lengths to first reach at least half of the total length)",
+    "n90": "the N90 of the record lengths (sort lengths in decreasing order; N90 is the length of the record at "
+           "which the running total of lengths first reaches at least 90% of the total length)",
+    "l90": "the L90 of the record lengths (sort lengths in decreasing order; L90 is the number of records needed "
+           "for the running total of lengths to first reach at least 90% of the total length)",
     "total": "the total length of all records in nucleotides",
     "count": "the number of records",
     "max": "the length of the longest record in nucleotides",
+    "min": "the length of the shortest record in nucleotides",
 }
 
 
 def ask_assembly(rng: random.Random, rel: str, f: FastaFile) -> Question:
-    stat = rng.choice(("n50", "n50", "l50", "total", "count", "max"))
+    stat = rng.choice(("n50", "n50", "l50", "n90", "l90", "total", "count", "max", "min"))
     prompt = (f"{_intro(rel)} The records are contigs of a draft assembly. What is {ASSEMBLY_ASKS[stat]}? "
               f"Answer with an integer.")
     return Question(prompt, st.assembly_stat, (stat,), INTEGER)
@@ -248,16 +253,17 @@ def ask_codon(rng: random.Random, rel: str, f: FastaFile) -> Question:
     return Question(prompt + " Answer with an integer.", st.codon_count, (rid, codon), INTEGER)
 
 
+# per_file stays below a file's question space (records x question kinds) so its questions rarely run out
 GENERATORS = [
-    FastaGenerator("bioinfo_gc_content", medium_records, ask_gc, (st.gc_content, st.highest_gc_record)),
-    FastaGenerator("bioinfo_reverse_complement", short_records, ask_revcomp, (st.reverse_complement,)),
-    FastaGenerator("bioinfo_transcription", short_records, ask_transcribe, (st.transcribe,)),
-    FastaGenerator("bioinfo_translation", coding_file, ask_translate, (st.translate,)),
-    FastaGenerator("bioinfo_longest_orf", orf_file, ask_orf, (st.orfs, st.longest_orf)),
+    FastaGenerator("bioinfo_gc_content", medium_records, ask_gc, (st.gc_content, st.highest_gc_record), per_file=5),
+    FastaGenerator("bioinfo_reverse_complement", short_records, ask_revcomp, (st.reverse_complement,), per_file=5),
+    FastaGenerator("bioinfo_transcription", short_records, ask_transcribe, (st.transcribe,), per_file=5),
+    FastaGenerator("bioinfo_translation", coding_file, ask_translate, (st.translate,), per_file=8),
+    FastaGenerator("bioinfo_longest_orf", orf_file, ask_orf, (st.orfs, st.longest_orf), per_file=6),
     FastaGenerator("bioinfo_kmer", medium_records, ask_kmer, (st.kmer_count, st.most_frequent_kmer)),
-    FastaGenerator("bioinfo_hamming", substitution_pairs, ask_hamming, (st.hamming,)),
-    FastaGenerator("bioinfo_edit_distance", indel_pairs, ask_edit, (st.edit_distance,)),
-    FastaGenerator("bioinfo_motif", motif_file, ask_motif, (st.motif_positions,)),
-    FastaGenerator("bioinfo_assembly_stats", contig_file, ask_assembly, (st.assembly_stat,)),
+    FastaGenerator("bioinfo_hamming", substitution_pairs, ask_hamming, (st.hamming,), per_file=3),
+    FastaGenerator("bioinfo_edit_distance", indel_pairs, ask_edit, (st.edit_distance,), per_file=3),
+    FastaGenerator("bioinfo_motif", motif_file, ask_motif, (st.motif_positions,), per_file=5),
+    FastaGenerator("bioinfo_assembly_stats", contig_file, ask_assembly, (st.assembly_stat,), per_file=4),
     FastaGenerator("bioinfo_codon_usage", coding_file, ask_codon, (st.codon_count, st.most_frequent_codon)),
 ]

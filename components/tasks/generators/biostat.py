@@ -8,6 +8,7 @@ reference_code. No prompt repeats within a generator call.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import random
@@ -29,6 +30,17 @@ P_VALUE = AnswerSpec(type=AnswerType.NUMERIC, rel_tol=1e-3, abs_tol=1e-5)
 STATISTIC = AnswerSpec(type=AnswerType.NUMERIC, rel_tol=1e-3, abs_tol=1e-6)
 PROBABILITY = AnswerSpec(type=AnswerType.NUMERIC, abs_tol=1e-4)
 UNROUNDED = "Report the unrounded value (at least 6 significant digits)."
+# power prompts name no file, so train and test could draw the same one; a digest of the prompt gives every
+# possible prompt to exactly one of these splits, so they draw from disjoint halves of the same distribution
+PARTITIONED_SPLITS = ("train", "test")
+
+
+def _belongs_to(prompt: str, split: str) -> bool:
+    """Whether `split` may ask `prompt`; splits outside PARTITIONED_SPLITS may ask anything."""
+    if split not in PARTITIONED_SPLITS:
+        return True
+    digest = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
+    return PARTITIONED_SPLITS[digest % len(PARTITIONED_SPLITS)] == split
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ class PowerGenerator:
             while True:  # the space of stories and numbers is large: a repeat is rare and one redraw fixes it
                 target = "size" if rng.random() < 0.5 else "power"
                 q = build(rng, target)
-                if q.prompt not in seen:
+                if q.prompt not in seen and _belongs_to(q.prompt, ctx.split):
                     seen.add(q.prompt)
                     break
             fn = getattr(power, q.func)
