@@ -35,7 +35,7 @@ def pipeline_run(profile: Annotated[str, typer.Option(help="configs/<profile>.ya
     """The main job on one profile: build the data, then every later stage."""
     from flows.pipeline import pipeline_flow
 
-    console.print_json(json.dumps(pipeline_flow(profile=profile), default=str))
+    print(json.dumps(pipeline_flow(profile=profile), indent=2, default=str))
 
 
 @data_app.command("build")
@@ -51,7 +51,7 @@ def data_build(
     from flows.data import build_suite_flow
 
     result = build_suite_flow(profile=profile, suite=suite, seed=seed, out_dir=out)
-    console.print_json(json.dumps(result))
+    print(json.dumps(result, indent=2))
 
 
 @data_app.command("import-medagentgym")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from prefect import flow, task
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from components.config import PipelineConfig, SandboxConfig, load_config
@@ -35,7 +36,8 @@ def suite_sandbox_opener(config: SandboxConfig):
 
 
 def _progress() -> tuple[Progress, suite_mod.Progress]:
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True))  # stdout carries the command's JSON result
     current: dict[str, int] = {}
 
     def on_category(category: str, n: int) -> None:

@@ -12,5 +12,5 @@ from flows.data import build_suite_flow
 def pipeline_flow(profile: str = "demo") -> dict:
     cfg = load_config(profile)
     # later stages (rollouts, verifier, SFT, DPO, self-improvement, evaluation, registration) chain here
-    suite = build_suite_flow(profile=cfg.profile, suite="demo")
+    suite = build_suite_flow(profile=profile, suite="demo")
     return {"profile": cfg.profile, "suite": suite}
