@@ -123,7 +123,7 @@ class World:
         key = (event_type, name)
         if key not in self._costs:
             self._costs[key] = round(
-                self.rng.uniform(2.0, 40.0) if event_type != "procedure_icd" else self.rng.uniform(300, 4000), 2
+                self.rng.uniform(2.0, 40.0) if event_type != "procedures_icd" else self.rng.uniform(300, 4000), 2
             )
         return self._costs[key]
 

@@ -91,15 +91,25 @@ def _setup_filesystem(cfg: dict) -> None:
     work_fd = os.open(workdir, os.O_PATH | os.O_DIRECTORY)
     # Interpreter trees under a private directory (pyenv in /root) must stay readable for the dropped uid, while
     # the rest of that directory is hidden behind an empty tmpfs.
+    private = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
     expose: dict[str, list[tuple[str, int]]] = {}
+    # an interpreter (a venv) that lives under a directory replaced by a private tmpfs is bound back into it
+    under_private: list[tuple[str, int]] = []
     for p in sorted(set(cfg["expose"])):
-        anc = _hidden_ancestor(p) if os.path.exists(p) else None
+        if not os.path.exists(p):
+            continue
+        anc = _hidden_ancestor(p)
         if anc:
             expose.setdefault(anc, []).append((p, os.open(p, os.O_PATH | os.O_DIRECTORY)))
+        elif any(p == d or p.startswith(d + "/") for d in private):
+            under_private.append((p, os.open(p, os.O_PATH | os.O_DIRECTORY)))
     _make_root_readonly()
-    for d in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock"):
+    for d in private:
         if os.path.isdir(d):
             _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{tmp_size}")
+    for p, fd in under_private:
+        _bind_from_fd(fd, p, writable=False)
+        os.close(fd)
     for anc, items in expose.items():
         _mount("tmpfs", anc, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
         for p, fd in items:
