@@ -80,6 +80,8 @@ def data_import(
     for c in report.per_file.values():
         for msg in c.malformed[:5]:
             console.print(f"[yellow]malformed[/] {msg}")
+    if report.ignored:
+        console.print(f"ignored (not <split>_tasks.jsonl files): {', '.join(report.ignored)}")
     console.print(f"{report.imported} tasks written to {out / 'tasks.jsonl'}")
 
 

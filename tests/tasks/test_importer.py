@@ -82,6 +82,7 @@ def test_malformed_rows_are_named_and_good_rows_kept(tmp_path):
     lines = [json.dumps(good), "{not json", json.dumps({**good, "answer": "lots"}),
              json.dumps({k: v for k, v in good.items() if k != "question"}), json.dumps({**good, "answer": 13})]
     (src / "npowerai" / "train_tasks.jsonl").write_text("\n".join(lines) + "\n")
+    (src / "npowerai" / "notes.jsonl").write_text(json.dumps({"note": "not a task file"}) + "\n")
     (src / "mystery").mkdir()
     (src / "mystery" / "train_tasks.jsonl").write_text(json.dumps({"x": 1}) + "\n")
     report = import_release(src, tmp_path / "out")
@@ -94,6 +95,7 @@ def test_malformed_rows_are_named_and_good_rows_kept(tmp_path):
     ids = [t.task_id for t in load_tasks(tmp_path / "out" / "tasks.jsonl")]
     assert ids == ["npowerai/train/0", "npowerai/train/4"]  # the release's line indexes, gaps kept
     assert "unknown dataset 'mystery'" in next(iter(report.per_file["mystery/train"].refused))
+    assert report.ignored == ["npowerai/notes.jsonl"]
 
 
 def test_missing_source_folder_is_a_clear_error(tmp_path):

@@ -42,6 +42,7 @@ class ImportCounts(BaseModel):
 class ImportReport(BaseModel):
     out: str
     per_file: dict[str, ImportCounts] = Field(default_factory=dict)  # "<dataset>/<split>" -> counts
+    ignored: list[str] = Field(default_factory=list)  # .jsonl files that are not task files (e.g. method notes)
 
     @property
     def imported(self) -> int:
@@ -245,7 +246,10 @@ def import_release(src: Path, out: Path, options: ImportOptions | None = None,
     report = ImportReport(out=str(out))
     tasks: list[Task] = []
     ehrsql: dict[str, list[tuple[str, Path, list[tuple[int, dict[str, Any]]], ImportCounts]]] = {}
-    for dataset, split, path in release_files(src):
+    task_files = list(release_files(src))
+    taken = {path for *_, path in task_files}
+    report.ignored = sorted(str(p.relative_to(src)) for p in src.glob("*/*.jsonl") if p not in taken)
+    for dataset, split, path in task_files:
         key = f"{dataset}/{split}"
         if progress:
             progress(key)
