@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from components.tasks.biostat.filetasks import Question, questions_per_file
+from components.tasks.generators.filetasks import Question, questions_per_file
 from components.tasks.record import AnswerSpec, AnswerType
 
 SPEC = AnswerSpec(type=AnswerType.INTEGER)

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 from components.common.io import atomic_write
 from components.tasks.bioinfo import seqtools as st
 from components.tasks.bioinfo import synth
-from components.tasks.biostat.filetasks import Question, questions_per_file
-from components.tasks.biostat.refcode import RefProgram
 from components.tasks.generators.base import GenContext, task_id
+from components.tasks.generators.filetasks import Question, questions_per_file
+from components.tasks.generators.refcode import RefProgram
 from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
 
 DATASET = "synthetic_bioinfo"

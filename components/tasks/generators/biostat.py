@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 from components.common.io import atomic_write
 from components.tasks.biostat import data, power, survival, tabular
-from components.tasks.biostat.filetasks import Question, questions_per_file
 from components.tasks.biostat.power_questions import BUILDERS
-from components.tasks.biostat.refcode import RefProgram
 from components.tasks.generators.base import GenContext, task_id
+from components.tasks.generators.filetasks import Question, questions_per_file
+from components.tasks.generators.refcode import RefProgram
 from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
 
 DATASET = "synthetic_biostat"
