@@ -65,7 +65,11 @@ class StepResult(BaseModel):
 def make_sandbox_factory(
     config: EnvConfig, backend: Literal["process", "docker", "auto"] = "auto", limits: Limits | None = None
 ) -> Callable[[], Sandbox]:
-    """A factory whose sandboxes match `config` (statefulness, time limit)."""
+    """A factory whose sandboxes match `config` (statefulness, time limit); each call starts a sandbox.
+
+    For many episodes use `components.sandbox.warm.sandbox_supply` instead: its sandboxes are started ahead
+    (or taken from a pool of wiped containers), so no episode waits for a start.
+    """
     from components.sandbox.factory import open_sandbox
 
     lim = (limits or Limits()).model_copy(update={"timeout_s": config.exec_timeout_s})
