@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def validate_tasks(path: Path) -> ValidationReport:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
 
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # it logs its temp dirs at INFO
     frame = tasks_frame(path)
     if frame.empty:
         return ValidationReport(path=str(path), rows=0, success=False,
