@@ -10,6 +10,7 @@ from prefect import flow, task
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from components.common.io import atomic_write
 from components.config import PipelineConfig, SandboxConfig, load_config
 from components.sandbox.protocol import Limits, Sandbox
 from components.tasks import suite as suite_mod
@@ -103,6 +104,9 @@ def import_flow(src: Path, out_dir: Path, profile: str = "demo", seed: int = 0,
     options = ImportOptions(seed=seed, ehr_databases=ehr_databases or {},
                             open_sandbox=lambda: open_sandbox(cfg.sandbox.backend, limits=cfg.sandbox.limits))
     report = import_release(Path(src), Path(out_dir), options, progress=lambda key: print(f"importing {key}"))
+    report_path = Path(out_dir) / "import_report.json"
+    with atomic_write(report_path) as fh:
+        fh.write(report.model_dump_json(indent=2))
     if report.imported:
         validate_task(Path(out_dir) / "tasks.jsonl")
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
@@ -110,4 +114,5 @@ def import_flow(src: Path, out_dir: Path, profile: str = "demo", seed: int = 0,
         run.set_tags({"stage": "data.import", "profile": cfg.profile})
         run.log_params({"src": str(src), "out_dir": str(out_dir), "seed": seed})
         run.log_metrics({f"imported_{k.replace('/', '_')}": c.imported for k, c in report.per_file.items()})
+        run.log_artifact(report_path)
     return report

@@ -66,3 +66,25 @@ def test_cli_build_is_byte_for_byte_reproducible(tmp_path):
         digests.append({str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
                         for p in sorted(out.rglob("*")) if p.is_file()})
     assert digests[0] == digests[1] and len(digests[0]) > 10
+
+
+def test_import_cli_on_the_release_sample(tmp_path, sample_release):
+    out = tmp_path / "imported"
+    proc = run(tmp_path, "data", "import-medagentgym", str(sample_release), "--out", str(out),
+               "--profile", str(profile(tmp_path, "imp")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "medcalcbench/test" in proc.stdout
+    report = json.loads((out / "import_report.json").read_text())
+    assert report["per_file"]["medcalcbench/test"]["imported"] == 40
+    assert report["per_file"]["medagentbench/train"]["imported"] == 0
+    assert any("FHIR server" in why for why in report["per_file"]["medagentbench/train"]["refused"])
+    from components.tasks.record import load_tasks
+
+    datasets = {t.dataset for t in load_tasks(out / "tasks.jsonl")}
+    assert {"medcalcbench", "npowerai", "biocoder", "mimic_iii", "eicu", "treqs"} <= datasets
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns.db'}")
+    run_ = client.search_runs([client.get_experiment_by_name("e2e").experiment_id])[0]
+    assert run_.data.metrics["imported_medcalcbench_test"] == 40
