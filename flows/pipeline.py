@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from prefect import flow
 
+from pathlib import Path
+
 from components.config import load_config
+from flows.checks import solvability_flow
 from flows.data import build_suite_flow
 
 
@@ -13,4 +16,5 @@ def pipeline_flow(profile: str = "demo") -> dict:
     cfg = load_config(profile)
     # later stages (rollouts, verifier, SFT, DPO, self-improvement, evaluation, registration) chain here
     suite = build_suite_flow(profile=profile, suite="demo")
-    return {"profile": cfg.profile, "suite": suite}
+    solvable = solvability_flow(tasks_path=Path(suite["out"]) / "tasks.jsonl", profile=profile)
+    return {"profile": cfg.profile, "suite": suite, "solvability": solvable}

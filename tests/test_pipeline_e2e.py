@@ -46,13 +46,18 @@ def test_pipeline_runs_as_a_prefect_flow_and_is_tracked(tmp_path):
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp = client.get_experiment_by_name("e2e")
     runs = client.search_runs([exp.experiment_id])
-    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
-    assert runs[0].data.metrics["tasks"] == result["suite"]["tasks"]
-    assert runs[0].data.params["suite"] == "demo"
+    by_stage = {r.data.tags["stage"]: r for r in runs}
+    assert set(by_stage) == {"data.build", "data.solvability"}
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert by_stage["data.build"].data.metrics["tasks"] == result["suite"]["tasks"]
+    assert by_stage["data.build"].data.params["suite"] == "demo"
+    test_tasks = result["suite"]["tasks"] // 2
+    assert result["solvability"]["solved"] == result["solvability"]["episodes"] == test_tasks
+    assert by_stage["data.solvability"].data.metrics["rate"] == 1.0
 
     with sqlite3.connect(tmp_path / "prefect" / "prefect.db") as db:
         states = dict(db.execute("select f.name, r.state_type from flow_run r join flow f on r.flow_id = f.id"))
-    assert states == {"medgym-pipeline": "COMPLETED", "build-suite": "COMPLETED"}
+    assert states == {"medgym-pipeline": "COMPLETED", "build-suite": "COMPLETED", "check-solvability": "COMPLETED"}
 
 
 def test_cli_build_is_byte_for_byte_reproducible(tmp_path):
