@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from prefect import flow
-
 from pathlib import Path
+
+from prefect import flow
 
 from components.config import load_config
 from flows.checks import solvability_flow

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import SuiteSize
 from components.envs.solvability import check_solvability
 from components.sandbox.protocol import Limits
 from components.sandbox.warm import sandbox_supply
