@@ -12,6 +12,7 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -44,10 +45,10 @@ class BuildReport(BaseModel):
         return sum(c.confirmed for c in self.categories.values())
 
 
-class Progress(BaseModel):
+@dataclass(frozen=True)
+class Progress:
     """Callbacks a front end (rich, tqdm, Prefect logs) hooks into; all optional."""
 
-    model_config = {"arbitrary_types_allowed": True}
     on_category: Callable[[str, int], None] | None = None  # category, tasks to confirm
     on_confirmed: Callable[[int], None] | None = None  # tasks just confirmed
 
