@@ -103,11 +103,13 @@ def tasks_score(
     backend: Annotated[str, typer.Option(help="sandbox for code tasks: process | docker | auto")] = "auto",
 ) -> None:
     """Score answers: one line per task with task_id, correct, reason, then a summary."""
-    from components.sandbox.factory import open_sandbox
+    from components.sandbox.warm import sandbox_supply
     from components.tasks.scoring import score_files
 
     out = out or answers.with_suffix(".scores.jsonl")
-    summary = score_files(tasks, answers, out, open_sandbox=lambda: open_sandbox(backend))  # type: ignore[arg-type]
+    # each code submission gets a fresh sandbox, started ahead so that scoring never waits for one
+    with sandbox_supply(backend) as supply:  # type: ignore[arg-type]
+        summary = score_files(tasks, answers, out, open_sandbox=supply)
     table = Table("group", "n", "correct", "accuracy")
     table.add_row("[b]all[/b]", str(summary.total.n), str(summary.total.correct), f"{summary.total.accuracy:.3f}")
     for name, g in summary.by_dataset.items():

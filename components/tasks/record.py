@@ -64,7 +64,6 @@ class ContextFile(BaseModel):
 
     path: str
     kind: str  # csv, sqlite, fasta, json, txt
-    sha256: str | None = None
 
     @field_validator("path")
     @classmethod

@@ -117,8 +117,9 @@ def build_suite(out_dir: Path, sizes: SuiteSize, seed: int, open_sandbox: Callab
         for category, (gen, tasks, repeats) in generated.items():
             part, meta = parts / f"{category}.jsonl", parts / f"{category}.json"
             fingerprint = _fingerprint(category, sizes, seed)
-            if meta.is_file() and part.is_file() and json.loads(meta.read_text())["fingerprint"] == fingerprint:
-                report.categories[category] = CategoryReport.model_validate(json.loads(meta.read_text())["report"])
+            saved = json.loads(meta.read_text()) if meta.is_file() and part.is_file() else None
+            if saved and saved["fingerprint"] == fingerprint:
+                report.categories[category] = CategoryReport.model_validate(saved["report"])
                 kept.extend(load_tasks(part))
                 continue
             if not sandboxes:

@@ -51,9 +51,9 @@ def test_every_dataset_is_imported_or_refused_with_a_reason(imported):
 
 def test_answer_types(imported):
     _, _, _, tasks = imported
-    npower = {t.metadata["task_type"] + t.category[-5:]: t for t in tasks if t.dataset == "npowerai"}
-    assert any(t.answer_spec.type == AnswerType.INTEGER for t in npower.values())
-    assert any(t.answer_spec.type == AnswerType.NUMERIC for t in npower.values())
+    npower = [t for t in tasks if t.dataset == "npowerai"]
+    assert {t.answer_spec.type for t in npower if t.category.endswith("_size")} == {AnswerType.INTEGER}
+    assert {t.answer_spec.type for t in npower if t.category.endswith("_power")} == {AnswerType.NUMERIC}
     interval = [t for t in tasks if t.dataset == "medcalcbench" and t.answer_spec.lower is not None]
     assert interval and all(t.answer_spec.lower <= t.answer <= t.answer_spec.upper for t in interval)
 

@@ -21,7 +21,11 @@ def _tasks(tmp_path: Path) -> Path:
     save_tasks(path, [t(0, 100.0, AnswerSpec(type=AnswerType.NUMERIC, rel_tol=0.05)),
                       t(1, 1, AnswerSpec(type=AnswerType.INTEGER)),
                       t(2, ["po", "iv"], AnswerSpec(type=AnswerType.SET)),
-                      t(3, "atg", AnswerSpec(type=AnswerType.STRING))])
+                      t(3, "atg", AnswerSpec(type=AnswerType.STRING)),
+                      t(4, "def double(x):\n    return 2 * x\n",
+                        AnswerSpec(type=AnswerType.CODE, tests="assert double(21) == 42\n")),
+                      t(5, "def double(x):\n    return 2 * x\n",
+                        AnswerSpec(type=AnswerType.CODE, tests="assert double(21) == 42\nassert double(0) == 0\n"))])
     return path
 
 
@@ -36,6 +40,8 @@ def test_score_writes_a_verdict_per_task_then_a_summary(tmp_path):
         {"task_id": "cat/test/0", "answer": 104},
         {"task_id": "cat/test/1", "answer": "10"},  # "10" must not pass for 1
         {"task_id": "cat/test/2", "answer": ["IV", "po"]},
+        {"task_id": "cat/test/4", "answer": "def double(x):\n    return x + x\n"},  # run in a sandbox
+        {"task_id": "cat/test/5", "answer": "def double(x):\n    return 42\n"},  # passes the first assert only
     ]) + "\n")  # cat/test/3 unanswered: counted wrong
     out = tmp_path / "scores.jsonl"
     proc = run("tasks", "score", "--tasks", str(tasks), "--answers", str(answers), "--out", str(out),
@@ -43,10 +49,10 @@ def test_score_writes_a_verdict_per_task_then_a_summary(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     verdicts = {v["task_id"]: v for v in lines[:-1]}
-    assert [verdicts[f"cat/test/{i}"]["correct"] for i in range(4)] == [True, False, True, False]
+    assert [verdicts[f"cat/test/{i}"]["correct"] for i in range(6)] == [True, False, True, False, True, False]
     assert verdicts["cat/test/3"]["reason"] == "no answer submitted"
     summary = lines[-1]["summary"]
-    assert summary["total"] == {"n": 4, "correct": 2} and summary["answered"] == 3
+    assert summary["total"] == {"n": 6, "correct": 3} and summary["answered"] == 5
 
 
 def test_bad_answers_file_names_file_line_and_field(tmp_path):

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 from components.common.io import atomic_write
 from components.tasks.bioinfo import seqtools as st
 from components.tasks.bioinfo import synth
-from components.tasks.generators.base import GenContext, task_id
-from components.tasks.generators.filetasks import Question, questions_per_file
+from components.tasks.generators.base import GenContext
+from components.tasks.generators.filetasks import Question, file_task, questions_per_file
 from components.tasks.generators.refcode import RefProgram
-from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
+from components.tasks.record import AnswerSpec, AnswerType, Domain, Task
 
 DATASET = "synthetic_bioinfo"
 TASKS_PER_FILE = 10
@@ -70,13 +70,8 @@ class FastaGenerator:
         triples = questions_per_file(n, self.per_file, open_file, lambda f: self.ask(rng, *f),
                                      lambda f, q: q.func(str(ctx.out_dir / f[0]), *q.args))
         for i, ((rel, _), q, answer) in enumerate(triples):
-            yield Task(
-                task_id=task_id(self.category, ctx.split, i), dataset=DATASET, category=self.category,
-                domain=self.domain, split=ctx.split, prompt=q.prompt, answer=answer, answer_spec=q.spec,
-                context_files=[ContextFile(path=rel, kind="fasta")],
-                reference_code=program.render(q.func.__name__, rel, *q.args),
-                metadata={"function": q.func.__name__},
-            )
+            yield file_task(dataset=DATASET, category=self.category, domain=self.domain, ctx=ctx, i=i, rel=rel,
+                            kind="fasta", q=q, answer=answer, program=program)
 
 
 # ---- files ------------------------------------------------------------------------------------------------

@@ -20,9 +20,9 @@ from components.common.io import atomic_write
 from components.tasks.biostat import data, power, survival, tabular
 from components.tasks.biostat.power_questions import BUILDERS
 from components.tasks.generators.base import GenContext, task_id
-from components.tasks.generators.filetasks import Question, questions_per_file
+from components.tasks.generators.filetasks import Question, file_task, questions_per_file
 from components.tasks.generators.refcode import RefProgram
-from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
+from components.tasks.record import AnswerSpec, AnswerType, Domain, Task
 
 DATASET = "synthetic_biostat"
 TASKS_PER_FILE = 10
@@ -92,13 +92,8 @@ def _csv_path(ctx: GenContext, category: str, group: int) -> str:
 
 
 def _task(gen: Any, ctx: GenContext, i: int, rel: str, q: Question, answer: Any, program: RefProgram) -> Task:
-    return Task(
-        task_id=task_id(gen.category, ctx.split, i), dataset=DATASET, category=gen.category,
-        domain=gen.domain, split=ctx.split, prompt=q.prompt, answer=answer, answer_spec=q.spec,
-        context_files=[ContextFile(path=rel, kind="csv")],
-        reference_code=program.render(q.func.__name__, rel, *q.args),
-        metadata={"function": q.func.__name__},
-    )
+    return file_task(dataset=DATASET, category=gen.category, domain=gen.domain, ctx=ctx, i=i, rel=rel, kind="csv",
+                     q=q, answer=answer, program=program)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from components.tasks.record import AnswerSpec
+from components.tasks.generators.base import GenContext, task_id
+from components.tasks.generators.refcode import RefProgram
+from components.tasks.record import AnswerSpec, ContextFile, Domain, Task
 
 # a file with a question space of s that already gave k questions repeats with probability k/s per draw;
 # 50 draws in a row only all repeat once the space is (nearly) used up
@@ -65,3 +67,15 @@ def _draw_new(file: F, ask: Callable[[F], Question], answer: Callable[[F, Questi
         if value is not None:
             return q, value
     return None
+
+
+def file_task(*, dataset: str, category: str, domain: Domain, ctx: GenContext, i: int, rel: str, kind: str,
+              q: Question, answer: Any, program: RefProgram) -> Task:
+    """The Task for question `q` about context file `rel`; its reference program calls `q.func` on that file."""
+    return Task(
+        task_id=task_id(category, ctx.split, i), dataset=dataset, category=category, domain=domain,
+        split=ctx.split, prompt=q.prompt, answer=answer, answer_spec=q.spec,
+        context_files=[ContextFile(path=rel, kind=kind)],
+        reference_code=program.render(q.func.__name__, rel, *q.args),
+        metadata={"function": q.func.__name__},
+    )
