@@ -148,3 +148,25 @@ def test_a_real_database_keeps_the_release_answers(sample_release, tmp_path, ehr
         assert task.answer == [str(v) for v in rows[index]["answer"]]
         assert task.metadata["grounding"] == "real"
     assert (tmp_path / "out/files/ehr/treqs.sqlite").resolve() == real_db.resolve()
+
+
+def test_biocoder_references_that_print_a_random_draw_are_refused(tmp_path):
+    """An expected output that is a random draw would score a right answer wrong (and a wrong one right)."""
+    def row(main_body: str, solution: str = "def pick(xs):\n    return random.choice(xs)\n") -> dict:
+        context = ("import random\n<<insert solution here>>\ndef main():\n" + main_body +
+                   "if __name__ == '__main__':\n    main()\n")
+        return {"idx": "x", "problem": "write pick(xs) returning one element of xs", "context": context,
+                "solution": solution, "signature": "def pick(xs)", "code": ""}
+
+    src = tmp_path / "src" / "biocoder"
+    src.mkdir(parents=True)
+    rows = [row("    random.seed(42)\n    print(pick(list(range(100))))\n"),  # seeded: fine
+            row("    print(pick(list(range(100))))\n"),  # unseeded draw
+            row("    print(pick({str(i) for i in range(20)}))\n",  # a set's order follows the hash seed
+                "def pick(xs):\n    return list(xs)\n")]
+    (src / "test_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = import_release(src.parent, tmp_path / "out", ImportOptions(open_sandbox=lambda: open_sandbox("process")))
+    counts = report.per_file["biocoder/test"]
+    assert [t.task_id for t in load_tasks(tmp_path / "out" / "tasks.jsonl")] == ["biocoder/test/0"]
+    assert counts.refused == {"the reference solution draws random numbers without a seed": 1,
+                              "the reference solution prints something different on each run": 1}

@@ -182,25 +182,41 @@ def strip_definitions(harness: str, name: str) -> tuple[str, int]:
     return "".join(line for i, line in enumerate(lines) if i not in drop), len(spans)
 
 
+# a call such as random.randint(...) or np.random.rand(...); with no .seed( anywhere the output is a draw
+_UNSEEDED_RANDOM = re.compile(r"\b(?:random|np\.random|numpy\.random)\.(?!seed\b)\w+\(")
+
+
 def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox] | None,
                            counts: ImportCounts) -> list[Task]:
-    """Run each BioCoder reference program in the sandbox; its stdout is what a submission must print."""
+    """Run each BioCoder reference program in the sandbox; its stdout is what a submission must print.
+
+    A program that draws random numbers without seeding is refused, and each program runs in two sandboxes
+    (two interpreters, two hash seeds): one whose output differs between them (set order, clocks) could not be
+    scored fairly and is refused too.
+    """
     if open_sandbox is None:
         counts.refused["needs a sandbox to take the reference program's output"] += len(tasks)
         return []
     kept = []
-    sandbox = open_sandbox()
+    first, second = open_sandbox(), open_sandbox()
     try:
         for task in tasks:
-            result = sandbox.exec(task.reference_code or "")
+            if _UNSEEDED_RANDOM.search(task.reference_code or "") and ".seed(" not in (task.reference_code or ""):
+                counts.refused["the reference solution draws random numbers without a seed"] += 1
+                continue
+            result = first.exec(task.reference_code or "")
             if result.status != "ok" or result.truncated:
                 last = (result.stderr.strip().splitlines() or [result.status])[-1]
                 counts.refused[f"the reference solution does not run in the sandbox: {last[:80]}"] += 1
                 continue
+            if second.exec(task.reference_code or "").stdout != result.stdout:
+                counts.refused["the reference solution prints something different on each run"] += 1
+                continue
             spec = task.answer_spec.model_copy(update={"expected_output": result.stdout})
             kept.append(task.model_copy(update={"answer_spec": spec}))
     finally:
-        sandbox.close()
+        first.close()
+        second.close()
     return kept
 
 
