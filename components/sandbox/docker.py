@@ -1,25 +1,27 @@
 """The docker sandbox backend: each sandbox is one locked-down container running the warm runner.
 
-Containers have no network, a read-only root, tmpfs /work and /tmp, memory/CPU/pid limits, nofile/fsize
-ulimits, a non-root user, no capabilities and no-new-privileges. The runner inside enforces the deadline and
-the output cap; the host keeps a backstop deadline and bounds every read. A container that timed out, lost its
-runner or broke the protocol is never reused; the next `exec` gets a new one (stateful state is then lost and
-the result says so).
+Containers have no network, a read-only root, tmpfs /work and /tmp capped in bytes and inodes, memory/CPU/pid
+limits, nofile/fsize ulimits, a non-root user, no capabilities, no-new-privileges, Docker's seccomp profile with the
+runner's own filter on top (components/sandbox/runner.py, the program both backends run), and no log driver. The
+runner enforces the deadline and the output cap; the host keeps a backstop deadline and bounds every read. A
+container serves one sandbox only and is removed when it closes (a pool keeps fresh ones started); one that timed
+out, lost its runner or broke the protocol is replaced at the next `exec` (stateful state is then lost and the
+result says so).
 """
 
 from __future__ import annotations
 
-import base64
 import time
 from pathlib import Path
 
-from components.sandbox.docker_container import (
-    WORKDIR,
+from components.sandbox.channel import (
     ChannelClosed,
     ChannelError,
-    RunnerContainer,
-    docker_client,
+    exec_header,
+    exec_result,
+    max_exec_reply,
 )
+from components.sandbox.docker_container import WORKDIR, RunnerContainer, docker_client
 from components.sandbox.docker_image import default_image
 from components.sandbox.docker_pool import DockerPool
 from components.sandbox.docker_reaper import reap_orphans
@@ -68,7 +70,6 @@ class DockerSandbox:
         self._pool = pool
         self._client = pool.client if pool is not None else docker_client()
         self._box: RunnerContainer | None = self._new_box()
-        self._reusable = True  # false once anything happened that a next user must not inherit
         self._lost_state: str | None = None
         self._closed = False
 
@@ -83,7 +84,7 @@ class DockerSandbox:
         if box is None:
             return
         if self._pool is not None:
-            self._pool.release(box, reusable=False)
+            self._pool.release(box)
         else:
             box.destroy()
 
@@ -93,7 +94,6 @@ class DockerSandbox:
         if self._box is None or self._box.dead:
             self._drop_box()
             self._box = self._new_box()
-            self._reusable = True
         return self._box
 
     # ---- the protocol ------------------------------------------------------------------------------------
@@ -107,34 +107,20 @@ class DockerSandbox:
         self._lost_state = None
         start = time.monotonic()
         try:
-            reply = box.request(
-                {"op": "exec", "code": code, "timeout": timeout, "stateful": self.stateful, "max_output": cap},
-                timeout_s=timeout + BACKSTOP_GRACE_S,
-                max_reply=4 * cap + 64 * 1024,  # two base64-encoded streams plus the envelope
-            )
+            reply = box.request(exec_header(code, timeout, self.stateful, cap), timeout_s=timeout + BACKSTOP_GRACE_S,
+                                max_reply=max_exec_reply(cap))
         except ChannelError as exc:
             return self._lost(box, exc, time.monotonic() - start)
-        if "status" not in reply:
-            self._reusable = False
-            return ExecResult(status="error", exit_code=None, stdout="", stderr=f"[sandbox] runner failure: "
-                              f"{reply.get('error')}\n", duration_s=time.monotonic() - start)
-        if reply["status"] == "timeout":
-            self._reusable = False  # whatever it was doing, the next user of the container must not see it
-        stderr = notice + _decode(reply["stderr"])
-        return ExecResult(
-            status=reply["status"],
-            exit_code=reply["exit_code"],
-            stdout=_decode(reply["stdout"]),
-            stderr=stderr,
-            truncated=bool(reply["truncated"]),
-            duration_s=float(reply["duration"]),
-        )
+        try:
+            return exec_result(reply, notice)
+        except ChannelError as exc:
+            return ExecResult(status="error", exit_code=None, stdout="", stderr=f"[sandbox] {exc}\n",
+                              duration_s=time.monotonic() - start)
 
     def _lost(self, box: RunnerContainer, exc: ChannelError, duration: float) -> ExecResult:
         """The runner did not answer: the container is gone or is being killed now."""
         oom = box.oom_killed()
         box.destroy()
-        self._reusable = False
         if isinstance(exc, ChannelClosed):
             status, reason = ("oom", "out of memory") if oom else ("error", "the sandbox process was killed")
         else:
@@ -156,14 +142,15 @@ class DockerSandbox:
         if not src.is_dir():
             raise NotADirectoryError(f"upload_dir: {src} is not a directory")
         for path in sorted(src.rglob("*")):
-            if path.is_file():
+            if path.is_file() and not path.is_symlink():
                 rel = path.relative_to(src).as_posix()
                 self._put(path.read_bytes(), f"{dest.rstrip('/')}/{rel}", path.stat().st_mode)
 
     def _put(self, data: bytes, dest: str, mode: int) -> None:
         rel = dest[len(WORKDIR) + 1 :] if dest.startswith(WORKDIR + "/") else dest
-        if rel.startswith("/"):
-            raise ValueError(f"upload destination {dest!r} must be relative to the working dir ({WORKDIR})")
+        parts = [p for p in rel.split("/") if p not in ("", ".")]
+        if rel.startswith("/") or ".." in parts or not parts:
+            raise ValueError(f"upload destination {dest!r} is outside the sandbox working dir ({WORKDIR})")
         box = self._live_box()
         try:
             reply = box.request({"op": "put", "path": rel, "mode": mode & 0o777}, data,
@@ -182,7 +169,7 @@ class DockerSandbox:
         if box is None:
             return
         if self._pool is not None:
-            self._pool.release(box, reusable=self._reusable)
+            self._pool.release(box)
         else:
             box.destroy()
 
@@ -201,6 +188,3 @@ class DockerSandbox:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-
-def _decode(b64: str) -> str:
-    return base64.b64decode(b64).decode("utf-8", "replace")

@@ -1,4 +1,4 @@
-"""One sandbox container and the framed channel to the runner inside it (infra/sandbox/runner.py).
+"""One sandbox container and the framed channel to the runner inside it (components/sandbox/runner.py).
 
 The host talks to the runner over the container's attach stream: requests go to its stdin, answers come back
 multiplexed on stdout. The container is created with StdinOnce and auto-remove, so when the owning process
@@ -19,7 +19,10 @@ import docker
 import docker.errors
 from docker.types import Ulimit
 
+from components.sandbox.channel import ChannelClosed, ChannelError, ChannelTimeout, FrameBuffer, encode_request
 from components.sandbox.protocol import Limits
+
+__all__ = ["ChannelClosed", "ChannelError", "ChannelTimeout", "RunnerContainer", "docker_client"]
 
 LABEL = "medgym.sandbox"
 LABEL_OWNER_PID = "medgym.owner_pid"
@@ -32,21 +35,8 @@ SANDBOX_USER = "1000:1000"
 # top of limits.memory_mb so the code itself has the whole budget.
 RUNNER_OVERHEAD_MB = 96
 PIDS_OVERHEAD = 2  # the runner and a stateful session process
-SCRATCH_MB = 256  # /work, and /tmp each (tmpfs pages are charged to the memory limit as well)
 STARTUP_TIMEOUT_S = 60.0
 MAX_RUNNER_STDERR = 8192
-
-
-class ChannelError(RuntimeError):
-    """The runner broke the protocol, went away, or did not answer in time."""
-
-
-class ChannelTimeout(ChannelError):
-    pass
-
-
-class ChannelClosed(ChannelError):
-    pass
 
 
 def docker_client(timeout_s: float = 30.0) -> docker.DockerClient:
@@ -77,13 +67,17 @@ def owner_labels() -> dict[str, str]:
 def _host_config(api: docker.APIClient, limits: Limits, cpus: float) -> dict[str, Any]:
     mem = (limits.memory_mb + RUNNER_OVERHEAD_MB) * 1024 * 1024
     fsize = limits.max_file_mb * 1024 * 1024
+    caps = f"size={limits.disk_mb}m,nr_inodes={limits.max_files}"  # tmpfs pages count against the memory limit too
     return api.create_host_config(
         network_mode="none",
         read_only=True,
         tmpfs={
-            WORKDIR: f"rw,nosuid,nodev,size={SCRATCH_MB}m,uid=1000,gid=1000,mode=0700",
-            "/tmp": f"rw,nosuid,nodev,size={SCRATCH_MB}m,mode=1777",
+            WORKDIR: f"rw,nosuid,nodev,{caps},uid=1000,gid=1000,mode=0700",
+            "/tmp": f"rw,nosuid,nodev,{caps},mode=1777",
         },
+        # No log driver: the runner speaks over the attach stream, and a program that prints without end must not
+        # fill the host's disk through the daemon's log files.
+        log_config={"type": "none", "config": {}},
         shm_size="16m",
         mem_limit=mem,
         memswap_limit=mem,  # no swap: hitting the limit is an OOM kill, not a slowdown
@@ -110,7 +104,7 @@ class RunnerContainer:
         self._sockio = sock  # keeps the HTTP response (and so the connection) referenced
         self._sock: socket.socket = getattr(sock, "_sock", sock)
         self._frames = bytearray()  # undecoded multiplexed stream
-        self._out = bytearray()  # runner stdout: our framed messages
+        self._out = FrameBuffer()  # runner stdout: our framed messages
         self._err = bytearray()  # runner stderr: diagnostics only, bounded
         self._next_id = 0
         self.dead = False
@@ -126,9 +120,10 @@ class RunnerContainer:
         lifetime_s: float = 7200.0,
     ) -> RunnerContainer:
         api = client.api
+        cfg = {"limits": limits.model_dump(), "lifetime_s": lifetime_s}
         created = api.create_container(
             image,
-            command=["--lifetime", str(lifetime_s)],
+            command=["container", json.dumps(cfg)],
             user=SANDBOX_USER,
             working_dir=WORKDIR,
             stdin_open=True,
@@ -173,12 +168,10 @@ class RunnerContainer:
         if self.dead:
             raise ChannelClosed("container already gone")
         self._next_id += 1
-        header = {**header, "id": self._next_id, "size": len(payload)}
-        data = json.dumps(header).encode()
         deadline = time.monotonic() + timeout_s
         try:
             self._sock.settimeout(max(0.001, timeout_s))
-            self._sock.sendall(struct.pack(">I", len(data)) + data + payload)
+            self._sock.sendall(encode_request({**header, "id": self._next_id}, payload))
             reply = self._read_message(deadline, max_reply)
         except (OSError, ValueError) as exc:
             self.dead = True
@@ -196,14 +189,9 @@ class RunnerContainer:
 
     def _read_message(self, deadline: float, max_bytes: int) -> dict:
         while True:
-            if len(self._out) >= 4:
-                (length,) = struct.unpack(">I", self._out[:4])
-                if length > max_bytes:
-                    raise ChannelError(f"runner message of {length} bytes exceeds {max_bytes}")
-                if len(self._out) >= 4 + length:
-                    body = bytes(self._out[4 : 4 + length])
-                    del self._out[: 4 + length]
-                    return json.loads(body)
+            msg = self._out.message(max_bytes)
+            if msg is not None:
+                return msg
             self._read_some(deadline)
 
     def _read_some(self, deadline: float) -> None:
@@ -227,7 +215,7 @@ class RunnerContainer:
             data = self._frames[8 : 8 + size]
             del self._frames[: 8 + size]
             if stream == 1:
-                self._out += data
+                self._out.feed(data)
             elif len(self._err) < MAX_RUNNER_STDERR:
                 self._err += data[: MAX_RUNNER_STDERR - len(self._err)]
 

@@ -1,7 +1,7 @@
 """Which sandbox image this checkout needs: `medgym-sandbox:<hash of infra/sandbox inputs>`.
 
 infra/sandbox/build_image.sh tags the image with the same hash, so code and runner can never drift apart:
-change runner.py and the code asks for an image that does not exist yet until it is rebuilt.
+change runner.py or runtime.lock and the code asks for an image that does not exist yet until it is rebuilt.
 """
 
 from __future__ import annotations
@@ -10,15 +10,17 @@ import hashlib
 import os
 from pathlib import Path
 
-SANDBOX_DIR = Path(__file__).resolve().parents[2] / "infra" / "sandbox"
-IMAGE_INPUTS = ("Dockerfile", "runner.py", "packages.txt")  # order matters: build_image.sh cats them so
+HERE = Path(__file__).resolve().parent
+INFRA = HERE.parents[1] / "infra" / "sandbox"
+# order matters: build_image.sh cats them so
+IMAGE_INPUTS = (INFRA / "Dockerfile", HERE / "runner.py", INFRA / "packages.txt", HERE / "runtime.lock")
 IMAGE_REPO = "medgym-sandbox"
 
 
-def image_version(sandbox_dir: Path = SANDBOX_DIR) -> str:
+def image_version() -> str:
     digest = hashlib.sha256()
-    for name in IMAGE_INPUTS:
-        digest.update((sandbox_dir / name).read_bytes())
+    for path in IMAGE_INPUTS:
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 

@@ -1,9 +1,14 @@
-"""A warm pool of sandbox containers: created ahead of time, handed out only when they answer, wiped
-between users, and refilled in the background."""
+"""A warm pool of sandbox containers: created ahead of time, handed out only when they answer, used by one sandbox
+each, and refilled in the background.
+
+A used container is never handed on: whatever the last tenant left (files and modes in any tmpfs, SysV or POSIX IPC
+objects, processes) goes with it, since it is removed, in the background, when its sandbox closes.
+"""
 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
@@ -14,7 +19,6 @@ from components.sandbox.protocol import Limits
 
 DEFAULT_LIMITS = Limits()
 PING_TIMEOUT_S = 5.0
-RESET_TIMEOUT_S = 10.0
 
 
 class DockerPool:
@@ -43,6 +47,7 @@ class DockerPool:
         self._lock = threading.Condition()
         self._closed = False
         self._filler: threading.Thread | None = None
+        self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medgym-docker-remove")
         self.reaped = 0
 
     def start(self) -> DockerPool:
@@ -105,19 +110,13 @@ class DockerPool:
             except ChannelError:
                 box.destroy()
 
-    def release(self, box: RunnerContainer, reusable: bool) -> None:
-        """Take a container back: wiped and kept if reusable and needed, else removed."""
-        if reusable and not box.dead:
-            try:
-                reply = box.request({"op": "reset"}, timeout_s=RESET_TIMEOUT_S, max_reply=64 * 1024)
-                reusable = bool(reply.get("ok"))
-            except ChannelError:
-                reusable = False
-        with self._lock:
-            if reusable and not self._closed and len(self._idle) < self.size:
-                self._idle.append(box)
-                return
-        box.destroy()
+    def release(self, box: RunnerContainer) -> None:
+        """Take a used container back: it is removed in the background, never handed to anyone else."""
+        box.dead = True
+        try:
+            self._remover.submit(box.destroy)
+        except RuntimeError:  # the pool is closing: remove it now
+            box.destroy()
 
     def close(self) -> None:
         with self._lock:
@@ -126,5 +125,6 @@ class DockerPool:
             self._lock.notify_all()
         for box in idle:
             box.destroy()
+        self._remover.shutdown(wait=True)
         if self._filler is not None:
             self._filler.join(timeout=60)

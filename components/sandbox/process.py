@@ -1,20 +1,18 @@
-"""`process` sandbox backend: Linux namespaces + an unprivileged uid + rlimits, with a warm forking runner.
+"""`process` sandbox backend: an empty root in fresh namespaces, an unprivileged uid, rlimits, a seccomp filter.
 
-Isolation, per sandbox instance:
-- `unshare --pid --mount --net --ipc --uts --fork --kill-child`: the runner is PID 1 of its own PID namespace
-  (killing it kills every process of the run, setsid-detached ones included), sees only a loopback interface
-  (no network), and has its own mount table in which every host mount is read-only and nosuid, /tmp, /var/tmp
-  and /dev/shm are fresh tmpfs, and only the working dir is writable.
-- User code runs under a uid/gid of its own (one per live sandbox, locked on the host), with no supplementary
-  groups and no_new_privs, so it cannot signal or read the root runner, and RLIMIT_NPROC (which root ignores)
-  caps the processes of this sandbox only. rlimits: address space (preloaded runtime + memory_mb), file size,
-  open files, processes, CPU time as a backstop to the wall-clock deadline.
-- The environment is built from scratch; nothing of the host's os.environ reaches the runner.
+Each sandbox is one runner (components/sandbox/runner.py, the same program the docker image runs), started as root
+under `unshare --pid --mount --net --ipc --uts --fork --kill-child`. The runner builds the sandbox's whole file
+system and pivots into it, so that nothing of the host is visible: the task runtime (runtime.lock, see
+runtime.py) and the interpreter read-only, without the project's package or the host's site-packages; a private
+/work, /tmp and /dev/shm, each a tmpfs capped in bytes and inodes (nothing is written to the host's disk); its own
+/dev with its own devpts, its own /proc; only a loopback interface. Agent code runs under a uid of its own (one per
+live sandbox, locked on the host) with no groups, rlimits (address space, processes, files, CPU) and a seccomp
+filter. Uploads go through the runner, which writes under /work without following links.
 
-Speed: the runner imports numpy/pandas once and forks a fresh worker per exec (stateless) or keeps one worker
-interpreter between execs (stateful), so an exec costs a fork instead of an interpreter start.
+Speed: the runner imports numpy/pandas once and forks a fresh child per exec (stateless) or keeps one session
+process between execs (stateful), so an exec costs a fork instead of an interpreter start.
 
-Requires root (namespaces, uid switch) and util-linux `unshare` (present on Debian/Ubuntu base images).
+Requires root (namespaces, uid switch) and util-linux `unshare`.
 """
 
 from __future__ import annotations
@@ -33,24 +31,37 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from components.sandbox.channel import (
+    ChannelClosed,
+    ChannelError,
+    ChannelTimeout,
+    FrameBuffer,
+    encode_request,
+    exec_header,
+    exec_result,
+    max_exec_reply,
+)
 from components.sandbox.protocol import ExecResult, Limits
+from components.sandbox.runtime import Runtime, ensure_runtime, host_site_dirs
 
-RUNNER = Path(__file__).with_name("_runner.py")
+RUNNER = Path(__file__).with_name("runner.py")
+WORKDIR = "/work"
+RUNTIME_IN_ROOT = "/opt/medgym/env"
 UID_BASE, UID_COUNT = 3_000_000, 4096  # far above login uids and the usual /etc/subuid ranges
-PRELOAD = ("numpy", "pandas")
 STARTUP_TIMEOUT_S = 60.0
 BACKSTOP_GRACE_S = 15.0  # the runner enforces the deadline; the host only steps in if the runner itself hangs
+UPLOAD_TIMEOUT_S = 120.0
 
 
 class SandboxError(RuntimeError):
     """The sandbox could not be started or used (not a failure of the code run inside it)."""
 
 
-def _minimal_env(workdir: str, bindir: str) -> dict[str, str]:
+def _minimal_env() -> dict[str, str]:
     """Built from scratch, never from os.environ, so no secret of the host process can leak in."""
     return {
-        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": workdir,
+        "PATH": f"{RUNTIME_IN_ROOT}/bin:/usr/local/bin:/usr/bin:/bin",
+        "HOME": WORKDIR,
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -90,8 +101,26 @@ class _UidLease:
             self._fd = -1
 
 
+def runner_config(rt: Runtime, uid: int, root: Path, limits: Limits) -> dict:
+    """What the runner needs to build the sandbox's root and run code as `uid`."""
+    binds = [{"src": str(rt.env), "dst": RUNTIME_IN_ROOT}]
+    if not str(rt.base_prefix).startswith("/usr/"):  # /usr is bound whole; an interpreter elsewhere (pyenv) too
+        binds.append({"src": str(rt.base_prefix), "dst": str(rt.base_prefix)})
+    return {
+        "root": str(root),
+        "uid": uid,
+        "runner": str(RUNNER),
+        "python": f"{RUNTIME_IN_ROOT}/bin/python",
+        "binds": binds,
+        "masks": host_site_dirs(rt),
+        "env": _minimal_env(),
+        "limits": limits.model_dump(),
+        "disk": {"work_mb": limits.disk_mb, "tmp_mb": limits.disk_mb, "shm_mb": 64, "inodes": limits.max_files},
+    }
+
+
 class ProcessSandbox:
-    """Runs Python code in a namespaced, unprivileged, rlimited process; see the module docstring."""
+    """Runs Python code in an empty root in fresh namespaces, as an unprivileged uid; see the module docstring."""
 
     def __init__(self, limits: Limits = Limits(), stateful: bool = False) -> None:  # noqa: B008 - immutable use
         if os.geteuid() != 0:
@@ -100,19 +129,20 @@ class ProcessSandbox:
             raise SandboxError("the process sandbox needs util-linux `unshare` on PATH")
         self.limits = limits
         self.stateful = stateful
+        self.workdir = WORKDIR  # as the code sees it
         self._closed = False
         self._proc: subprocess.Popen[bytes] | None = None
-        self._buf = b""
+        self._frames = FrameBuffer()
+        self._next_id = 0
         self._lost_state: str | None = None
+        self._runtime = ensure_runtime()
         self._lease = _UidLease()
         self.uid = self._lease.uid
         try:
             _remove_stale_dirs(self.uid)
+            # Only a mount point for the sandbox's root (mounted in its own namespace) and the runner's log.
             self._base = Path(tempfile.mkdtemp(prefix=f"medgym-sbx-{self.uid}-"))
-            os.chmod(self._base, 0o711)  # the sandbox uid may traverse to its workdir, not list or read the rest
-            self.workdir = self._base / "work"
-            self.workdir.mkdir(mode=0o700)
-            os.chown(self.workdir, self.uid, self.uid)
+            (self._base / "root").mkdir()
             self._start_runner()
         except BaseException:
             self.close()
@@ -120,40 +150,17 @@ class ProcessSandbox:
 
     # ------------------------------------------------------------------ runner lifecycle
     def _start_runner(self) -> None:
-        bindir = str(Path(sys.executable).parent)
-        expose = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(os.path.realpath(sys.executable)).parent)}
-        cfg = {
-            "uid": self.uid,
-            "gid": self.uid,
-            "workdir": str(self.workdir),
-            "stateful": self.stateful,
-            "limits": self.limits.model_dump(),
-            "tmp_mb": max(64, self.limits.max_file_mb * 2),
-            "expose": sorted(expose),
-            "preload": list(PRELOAD),
-        }
+        cfg = runner_config(self._runtime, self.uid, self._base / "root", self.limits)
         log = open(self._base / "runner.log", "ab")  # noqa: SIM115 - handed to the child, closed right after
+        base_python = str(self._runtime.base_prefix / "bin" / f"python{self._runtime.python_version}")
         try:
             self._proc = subprocess.Popen(
-                [
-                    "unshare",
-                    "--pid",
-                    "--mount",
-                    "--net",
-                    "--ipc",
-                    "--uts",
-                    "--fork",
-                    "--kill-child",
-                    "--mount-proc",
-                    sys.executable,
-                    "-I",
-                    str(RUNNER),
-                    json.dumps(cfg),
-                ],
+                ["unshare", "--pid", "--mount", "--net", "--ipc", "--uts", "--fork", "--kill-child",
+                 base_python, "-I", "-S", str(RUNNER), "process", json.dumps(cfg)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
-                env=_minimal_env(str(self.workdir), bindir),
+                env=_minimal_env(),
                 cwd="/",
                 start_new_session=True,
                 close_fds=True,
@@ -162,30 +169,48 @@ class ProcessSandbox:
             log.close()
         assert self._proc.stdout is not None
         os.set_blocking(self._proc.stdout.fileno(), False)
-        self._buf = b""
-        hello = self._read_line(time.monotonic() + STARTUP_TIMEOUT_S)
-        if hello is None or not json.loads(hello).get("ready"):
+        self._frames = FrameBuffer()
+        try:
+            hello = self._read_message(time.monotonic() + STARTUP_TIMEOUT_S, 1024)
+        except ChannelError:
+            hello = {}
+        if not hello.get("ready"):
             tail = (self._base / "runner.log").read_text(errors="replace")[-2000:]
             self._kill_runner()
             raise SandboxError(f"sandbox runner failed to start; its log ends with:\n{tail}")
 
-    def _read_line(self, deadline: float) -> bytes | None:
-        """One line from the runner, or None at EOF or the deadline (never blocks past it)."""
+    def _read_message(self, deadline: float, max_bytes: int) -> dict:
         assert self._proc is not None and self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
-        while b"\n" not in self._buf:
+        while True:
+            msg = self._frames.message(max_bytes)
+            if msg is not None:
+                return msg
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                return None
+                raise ChannelTimeout("runner did not answer in time")
             try:
                 chunk = os.read(fd, 1 << 20)
             except BlockingIOError:
                 continue
             if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return line
+                raise ChannelClosed("runner closed the stream")
+            self._frames.feed(chunk)
+
+    def _request(self, header: dict, payload: bytes = b"", *, timeout_s: float, max_reply: int) -> dict:
+        if self._proc is None or self._proc.poll() is not None:
+            raise ChannelClosed("the runner is gone")
+        assert self._proc.stdin is not None
+        self._next_id += 1
+        try:
+            self._proc.stdin.write(encode_request({**header, "id": self._next_id}, payload))
+            self._proc.stdin.flush()
+        except OSError as exc:
+            raise ChannelClosed(f"runner channel failed: {exc}") from exc
+        reply = self._read_message(time.monotonic() + timeout_s, max_reply)
+        if reply.get("id") != self._next_id:
+            raise ChannelError(f"answer to request {reply.get('id')} while waiting for {self._next_id}")
+        return reply
 
     def _kill_runner(self) -> None:
         proc, self._proc = self._proc, None
@@ -200,53 +225,65 @@ class ProcessSandbox:
                     stream.close()
         _kill_uid(self.uid)
 
+    def _ensure_runner(self) -> None:
+        """Restart a dead runner (a stateful caller is told at its next exec that its state went with it)."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        if self._proc is not None and self.stateful and not self._lost_state:
+            self._lost_state = "the runner died"
+        self._kill_runner()
+        self._start_runner()
+
     # ------------------------------------------------------------------ the protocol
     def exec(self, code: str, timeout_s: float | None = None) -> ExecResult:
-        if self._closed:
-            raise SandboxError("exec on a closed sandbox")
         timeout = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
+        self._ensure_runner()
         notice = ""
-        if self._proc is None or self._proc.poll() is not None:
-            if self._proc is not None and self.stateful:
-                self._lost_state = "the runner died"
-            self._kill_runner()
-            self._start_runner()
-            if self._lost_state:
-                notice = f"[sandbox] the previous interpreter was lost ({self._lost_state}); state was reset\n"
-                self._lost_state = None
-        assert self._proc is not None and self._proc.stdin is not None
+        if self._lost_state and self.stateful:
+            notice = f"[sandbox] the previous interpreter was lost ({self._lost_state}); state was reset\n"
+        self._lost_state = None
+        cap = self.limits.max_output_bytes
         start = time.monotonic()
         try:
-            self._proc.stdin.write(json.dumps({"code": code, "timeout_s": timeout}).encode() + b"\n")
-            self._proc.stdin.flush()
-            line = self._read_line(start + timeout + BACKSTOP_GRACE_S)
-        except (BrokenPipeError, OSError):
-            line = None
-        if line is None:
-            hung = self._proc is not None and self._proc.poll() is None
+            reply = self._request(exec_header(code, timeout, self.stateful, cap),
+                                  timeout_s=timeout + BACKSTOP_GRACE_S, max_reply=max_exec_reply(cap))
+            return exec_result(reply, notice)
+        except ChannelError as exc:
+            hung = isinstance(exc, ChannelTimeout)
             self._lost_state = "the runner hung" if hung else "the runner died"
             self._kill_runner()
-            return ExecResult(
-                status="timeout" if hung else "error",
-                exit_code=None,
-                stdout="",
-                stderr=f"[sandbox] {self._lost_state}; it was restarted\n",
-                duration_s=time.monotonic() - start,
-            )
-        res = json.loads(line)
-        res["stderr"] = notice + res["stderr"]
-        return ExecResult(**res)
+            return ExecResult(status="timeout" if hung else "error", exit_code=None, stdout="",
+                              stderr=f"[sandbox] {self._lost_state}; it was restarted\n",
+                              duration_s=time.monotonic() - start)
 
     def upload_file(self, src: Path, dest: str) -> None:
-        target = self._target(dest)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)
-        self._chown_tree(target)
+        self._put(Path(src).read_bytes(), dest, Path(src).stat().st_mode)
 
     def upload_dir(self, src: Path, dest: str) -> None:
-        target = self._target(dest)
-        shutil.copytree(src, target, dirs_exist_ok=True)
-        self._chown_tree(target)
+        src = Path(src)
+        if not src.is_dir():
+            raise NotADirectoryError(f"upload_dir: {src} is not a directory")
+        for path in sorted(src.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                self._put(path.read_bytes(), f"{dest.rstrip('/')}/{path.relative_to(src).as_posix()}",
+                          path.stat().st_mode)
+
+    def _put(self, data: bytes, dest: str, mode: int) -> None:
+        rel = dest[len(WORKDIR) + 1 :] if dest.startswith(WORKDIR + "/") else dest
+        parts = [p for p in rel.split("/") if p not in ("", ".")]
+        if rel.startswith("/") or ".." in parts or not parts:
+            raise ValueError(f"upload destination {dest!r} is outside the sandbox working dir ({WORKDIR})")
+        self._ensure_runner()
+        try:
+            reply = self._request({"op": "put", "path": rel, "mode": mode & 0o777}, data,
+                                  timeout_s=UPLOAD_TIMEOUT_S, max_reply=64 * 1024)
+        except ChannelError as exc:
+            self._kill_runner()
+            raise OSError(f"upload of {dest!r} failed: {exc}") from exc
+        if not reply.get("ok"):
+            raise OSError(f"upload of {dest!r} failed: {reply.get('error')}")
 
     def close(self) -> None:
         if self._closed:
@@ -273,31 +310,6 @@ class ProcessSandbox:
         with contextlib.suppress(Exception):  # best effort at interpreter shutdown
             self.close()
 
-    # ------------------------------------------------------------------ helpers
-    def _target(self, dest: str) -> Path:
-        """`dest` relative to the working dir; anything that would land outside it is refused."""
-        target = (self.workdir / dest).resolve()
-        work = self.workdir.resolve()
-        if target != work and work not in target.parents:
-            raise ValueError(f"upload destination {dest!r} is outside the sandbox working dir")
-        parent = target.parent
-        parents = []
-        while parent != work and work in parent.parents:
-            parents.append(parent)
-            parent = parent.parent
-        for p in reversed(parents):
-            if not p.exists():
-                p.mkdir()
-                os.chown(p, self.uid, self.uid)
-        return target
-
-    def _chown_tree(self, path: Path) -> None:
-        os.chown(path, self.uid, self.uid, follow_symlinks=False)
-        if path.is_dir() and not path.is_symlink():
-            for root, dirs, files in os.walk(path):
-                for name in dirs + files:
-                    os.chown(os.path.join(root, name), self.uid, self.uid, follow_symlinks=False)
-
 
 def _remove_stale_dirs(uid: int) -> None:
     """Dirs named for `uid` whose owner died without close(): holding the uid's lock proves none is in use."""
@@ -321,3 +333,8 @@ def _kill_uid(uid: int) -> None:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         time.sleep(0.01)
+
+
+if __name__ == "__main__":  # pragma: no cover - a manual smoke check
+    with ProcessSandbox() as sb:
+        print(sb.exec(sys.argv[1] if len(sys.argv) > 1 else "print('hello')"))

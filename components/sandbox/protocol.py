@@ -22,6 +22,8 @@ class Limits(BaseModel):
     max_processes: int = Field(default=64, gt=0)
     max_file_mb: int = Field(default=64, gt=0)
     max_open_files: int = Field(default=256, gt=0)
+    disk_mb: int = Field(default=256, gt=0, description="bytes cap of the working dir and of /tmp, each (tmpfs)")
+    max_files: int = Field(default=8192, gt=0, description="inode cap of the working dir and of /tmp, each")
 
 
 class ExecResult(BaseModel):

@@ -67,8 +67,9 @@ def test_cli_memory_bomb(backend, tmp_path):
 
 
 def test_cli_kill_everything(backend, tmp_path):
-    res = cli(tmp_path, backend, "import os\nos.kill(-1, 9)\n")
-    assert res.status == "error"
+    res = cli(tmp_path, backend, "import os\nos.kill(-1, 9)\nprint('survived')\n")
+    # docker: the code may signal the runner (same uid) and ends the container; process: it may signal nothing
+    assert res.status == "error" if backend == "docker" else res.stdout == "survived\n", res
 
 
 def test_cli_stateful_flag(backend, tmp_path):

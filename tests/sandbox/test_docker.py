@@ -45,6 +45,7 @@ def test_container_is_locked_down(client):
         info = client.api.inspect_container(c["Id"])
         host = info["HostConfig"]
         assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
+        assert host["LogConfig"]["Type"] == "none"  # endless output cannot fill the host's disk through logs
         assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"]
         assert host["PidsLimit"] >= LIMITS.max_processes and host["Memory"] >= LIMITS.memory_mb * 2**20
         assert host["Memory"] == host["MemorySwap"]
@@ -98,11 +99,11 @@ def test_uploads_land_in_workdir(client, tmp_path):
         res = sb.exec("import pandas as pd\nprint(open('in/one.txt','rb').read())\n"
                       "print(pd.read_csv('data/sub/b.csv').b.sum())")
         assert res.stdout == "b'\\x00\\xffbinary'\n2\n", res
-        with pytest.raises(OSError, match="outside"):
+        with pytest.raises(ValueError, match="outside"):
             sb.upload_file(tmp_path / "one.txt", "../etc/passwd")
 
 
-def test_pool_reuses_wiped_containers_and_never_a_timed_out_one(client):
+def test_pool_hands_out_fresh_containers_only(client):
     from components.sandbox.docker import DockerPool, DockerSandbox
 
     with DockerPool(LIMITS, size=1, client=client) as pool:
@@ -113,15 +114,15 @@ def test_pool_reuses_wiped_containers_and_never_a_timed_out_one(client):
         first.close()
         assert first.is_alive() is False
         second = DockerSandbox(LIMITS, pool=pool)
-        assert second._box.id == first_id  # reused, not recreated
+        assert second._box.id != first_id  # a used container is removed, never handed on
         res = second.exec("import os\nprint(os.listdir('.'), os.listdir('/tmp'))")
         assert res.stdout == "[] []\n", res
-        assert second.exec("while True: pass", timeout_s=0.5).status == "timeout"
         second.close()
-        assert pool.wait_ready(60)
-        third = DockerSandbox(LIMITS, pool=pool)
-        assert third._box.id != first_id
-        third.close()
+        assert pool.wait_ready(60)  # refilled in the background
+        deadline = time.monotonic() + 30
+        while client.api.containers(all=True, filters={"id": first_id}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert client.api.containers(all=True, filters={"id": first_id}) == []
         with pytest.raises(ValueError, match="pool serves"):
             DockerSandbox(Limits(memory_mb=999), pool=pool)
     time.sleep(0.5)
@@ -167,3 +168,40 @@ def test_sigkilled_owner_leaves_nothing_behind(client):
     assert reap_orphans(client) >= 1
     assert labelled(client, **mine) == []
     assert not [c for c in client.api.containers(all=True) if c["Id"] == orphan["Id"]]
+
+
+LEAVE_TRACES = """
+import ctypes, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for d in ("/work/locked", "/tmp/locked", "/dev/shm/locked"):
+    os.makedirs(d); os.chmod(d, 0)
+open("/work/ctx.csv", "w").write("forged"); os.chmod("/work/ctx.csv", 0o444)
+IPC_CREAT = 0o1000
+print("shm", libc.shmget(0x4D47, 4096, IPC_CREAT | 0o666) >= 0)
+print("msg", libc.msgget(0x4D47, IPC_CREAT | 0o666) >= 0)
+print("mq", libc.mq_open(b"/medgym", os.O_CREAT | os.O_RDWR, 0o666, None) >= 0 if hasattr(libc, "mq_open") else False)
+subprocess.Popen(["sleep", "300"], start_new_session=True)
+"""
+
+SEE_TRACES = """
+import os
+print(sorted(os.listdir("/work")), sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")))
+print(open("/proc/sysvipc/shm").read().count("\\n") - 1, open("/proc/sysvipc/msg").read().count("\\n") - 1)
+print(sorted(os.listdir("/dev/mqueue")) if os.path.isdir("/dev/mqueue") else [])
+print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/cmdline").read().startswith("sleep")))
+"""
+
+
+def test_pooled_next_tenant_sees_nothing_of_the_last(client):
+    from components.sandbox.docker import DockerPool, DockerSandbox
+
+    with DockerPool(LIMITS, size=1, client=client) as pool:
+        assert pool.wait_ready(60)
+        with DockerSandbox(LIMITS, pool=pool) as first:
+            left = first.exec(LEAVE_TRACES)
+            assert left.status == "ok" and "shm True" in left.stdout and "msg True" in left.stdout, left
+        assert pool.wait_ready(60)
+        with DockerSandbox(LIMITS, pool=pool) as second:
+            res = second.exec(SEE_TRACES)
+    assert res.status == "ok", res
+    assert res.stdout.splitlines() == ["[] [] []", "0 0", "[]", "[]"], res.stdout

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def _runner_pids() -> set[int]:
-    return {p.pid for p in psutil.process_iter(["cmdline"]) if "_runner" in " ".join(p.info["cmdline"] or [])}
+    return {p.pid for p in psutil.process_iter(["cmdline"]) if "runner.py" in " ".join(p.info["cmdline"] or [])}
 
 
 def test_supply_hands_out_fresh_sandboxes_and_cleans_up(backend):
