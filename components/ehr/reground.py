@@ -6,26 +6,29 @@ Entry points:
 - reground_dataset(rows_with_line_numbers, dataset, out_dir, seed) -> (db path relative to out_dir, results):
   the importer's entry point; writes out_dir/files/ehr/<dataset>.sqlite.
 - answers_on_real_db(rows, schema, db_path): the same SQL on a user-supplied (credentialed) database.
+- result_width(con, sql): how many columns a query returns, so that a release's flat answer can be cut into rows.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from components.common.io import RecordError
 from components.ehr.seeding import Seeder, read_need
 from components.ehr.sqltime import postprocess
 from components.ehr.synth import SCHEMAS, new_world, populate
-from components.ehr.treqs_seeding import seed_question
+from components.ehr.treqs_seeding import copy_counts, seed_question
 from components.ehr.treqs_world import TreqsWorld
 
 DATASET_SCHEMA = {"mimic_iii": "mimic_iii", "eicu": "eicu", "treqs": "treqs"}
 BASE_PATIENTS = 120
 QUERY_SECONDS = 20.0
+T = TypeVar("T")
 
 
 @dataclass
@@ -33,12 +36,15 @@ class RegroundResult:
     line: int | None
     id: str
     query: str  # the SQL as run (current_time pinned)
-    answer: list[str]
+    answer: list[str]  # the release's form: every cell as a string, rows run together
     nonempty: bool
     error: str | None = None
+    # the result as SQLite returns it: rows of typed cells, which the ground truth keeps (the flat form above
+    # cannot tell ['urgent', 1] from ['1', 'urgent'], nor one row of two columns from two rows of one)
+    rows: list[list[Any]] = field(default_factory=list)
 
 
-def format_answer(rows: list[tuple[Any, ...]]) -> list[str]:
+def format_answer(rows: list[tuple[Any, ...]] | list[list[Any]]) -> list[str]:
     """Flatten result rows into the release's list-of-strings answer."""
     return [str(v) for row in rows for v in row]
 
@@ -47,24 +53,40 @@ def is_nonempty(answer: list[str]) -> bool:
     return bool(answer) and any(a not in ("None", "") for a in answer)
 
 
-def run_query(con: sqlite3.Connection, sql: str, seconds: float = QUERY_SECONDS) -> tuple[list[str], str | None]:
+def _timed(con: sqlite3.Connection, seconds: float, run: Callable[[], T]) -> T:
     deadline = time.monotonic() + seconds
     con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10000)
     try:
-        return format_answer(con.execute(sql).fetchall()), None
-    except sqlite3.Error as exc:
-        return [], f"{type(exc).__name__}: {exc}"
+        return run()
     finally:
         con.set_progress_handler(None, 0)
+
+
+def run_rows(con: sqlite3.Connection, sql: str, seconds: float = QUERY_SECONDS) -> tuple[list[list[Any]], str | None]:
+    """The query's rows with their SQLite types (int, float, str, None), or the error."""
+    try:
+        return _timed(con, seconds, lambda: [list(row) for row in con.execute(sql).fetchall()]), None
+    except sqlite3.Error as exc:
+        return [], f"{type(exc).__name__}: {exc}"
+
+
+def run_query(con: sqlite3.Connection, sql: str, seconds: float = QUERY_SECONDS) -> tuple[list[str], str | None]:
+    rows, err = run_rows(con, sql, seconds)
+    return format_answer(rows), err
+
+
+def result_width(con: sqlite3.Connection, sql: str, seconds: float = QUERY_SECONDS) -> int:
+    """How many columns the query returns, read without fetching its rows (raises sqlite3.Error)."""
+    return _timed(con, seconds, lambda: len(con.execute(sql).description or ()))
 
 
 def _check_rows(rows: list[tuple[int | None, dict]], schema: str) -> None:
     if schema not in SCHEMAS:
         raise ValueError(f"unknown EHR schema {schema!r}; expected one of {SCHEMAS}")
     for line, row in rows:
-        for field in ("query", "id"):
-            if not isinstance(row.get(field), str) or not row[field].strip():
-                raise RecordError(f"<{schema} rows>", line, field, "missing or not a non-empty string")
+        for name in ("query", "id"):
+            if not isinstance(row.get(name), str) or not row[name].strip():
+                raise RecordError(f"<{schema} rows>", line, name, "missing or not a non-empty string")
 
 
 def _run_all(rows: list[tuple[int | None, dict]], schema: str, db_path: Path) -> list[RegroundResult]:
@@ -73,8 +95,9 @@ def _run_all(rows: list[tuple[int | None, dict]], schema: str, db_path: Path) ->
     try:
         for line, row in rows:
             sql = postprocess(row["query"], schema)
-            answer, err = run_query(con, sql)
-            out.append(RegroundResult(line, row["id"], sql, answer, err is None and is_nonempty(answer), err))
+            rows_out, err = run_rows(con, sql)
+            answer = format_answer(rows_out)
+            out.append(RegroundResult(line, row["id"], sql, answer, err is None and is_nonempty(answer), err, rows_out))
     finally:
         con.close()
     return out
@@ -87,8 +110,9 @@ def _numbered(rows: list[dict] | list[tuple[int | None, dict]]) -> list[tuple[in
 def seed_world(rows: list[tuple[int | None, dict]], schema: str, seed: int, n_patients: int = BASE_PATIENTS):
     world = populate(new_world(schema, seed), n_patients)
     if isinstance(world, TreqsWorld):
+        counts = copy_counts(world.rng)
         for _, row in rows:
-            seed_question(world, postprocess(row["query"], schema))
+            seed_question(world, postprocess(row["query"], schema), next(counts))
     else:
         needs = [read_need(schema, postprocess(row["query"], schema), row.get("value")) for _, row in rows]
         Seeder(world).seed(needs)

@@ -3,12 +3,15 @@
 The published MedAgentGym checkers inflate scores: a ±5% check that is always true, substring matching that
 accepts "10" for "1", any successful execution counted as correct, a missing answer counted as right.
 Each checker here parses the submission strictly, refuses what is ambiguous, and says why in `reason`.
+
+A number is a number with at most the unit asked for (`answer_forms`), inside the domain of its kind (a
+probability in [0, 1], a p-value compared in relative terms, a count non-negative); a SQL result is a multiset
+(or, where the query orders it, a list) of rows of typed cells; dates and gestational ages compare by value.
+`check_answer` reads the unit and kind from the task's prompt where its spec does not record them.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
 import secrets
@@ -20,16 +23,27 @@ from typing import Any
 from pydantic import BaseModel
 
 from components.sandbox.protocol import Sandbox
-from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Task
+from components.tasks.answer_forms import (
+    CANONICAL_NUMBER,
+    TRUTH_UNITS,
+    UnitRule,
+    Unparsable,
+    asked_kind,
+    asked_unit,
+    format_weeks_days,
+    literal,
+    parse_date,
+    parse_number,
+    parse_weeks_days,
+    split_bare_list,
+    string_form,
+)
+from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Task, ValueKind
 
 
 class CheckResult(BaseModel):
     correct: bool
     reason: str
-
-
-class _Unparsable(ValueError):
-    pass
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -39,58 +53,61 @@ def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, (list, tuple, dict)) and not value)
 
 
-def parse_number(value: Any) -> float:
-    """A finite number from a number or from a string holding exactly one number (units around it are allowed)."""
-    if isinstance(value, bool):  # bool is an int subclass: True must not pass as 1
-        raise _Unparsable("a boolean is not a number")
-    if isinstance(value, (int, float)):
-        x = float(value)
-    elif isinstance(value, str):
-        text = value.replace(",", "") if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", value.strip()) else value
-        found = _NUMBER.findall(text)
-        if len(found) != 1:
-            raise _Unparsable(f"expected exactly one number in {value!r}, found {len(found)}")
-        x = float(found[0])
-    elif isinstance(value, list) and len(value) == 1:
-        return parse_number(value[0])
-    else:
-        raise _Unparsable(f"expected a number, got {type(value).__name__}")
-    if not math.isfinite(x):
-        raise _Unparsable(f"{value!r} is not finite")
-    return x
+def _truth_number(truth: Any) -> float:
+    """The ground truth as a number: it is trusted, so any known unit written after it is let through."""
+    return parse_number(truth, TRUTH_UNITS)
+
+
+def _domain_refusal(spec: AnswerSpec, x: float) -> CheckResult | None:
+    """A refusal where the value lies outside what the spec's kind of number can be."""
+    if spec.kind in (ValueKind.PROBABILITY, ValueKind.P_VALUE) and not 0.0 <= x <= 1.0:
+        return CheckResult(correct=False, reason=f"{x:g} is not in [0, 1], as a {spec.kind.value.replace('_', '-')} is")
+    if spec.kind == ValueKind.COUNT and (x < 0 or x != int(x)):
+        return CheckResult(correct=False, reason=f"{x:g} is not a count (a non-negative integer)")
+    return None
+
+
+def _tolerance(spec: AnswerSpec, t: float) -> float:
+    if spec.kind == ValueKind.P_VALUE:
+        # relative only: an absolute window around a tiny p-value (7.5e-30) holds 0 and negative numbers
+        return max(spec.rel_tol if spec.rel_tol is not None else 1e-3, 1e-9) * abs(t)
+    # the tolerance is measured against the truth, never against the submission itself
+    tol = max(spec.abs_tol or 0.0, (spec.rel_tol or 0.0) * abs(t))
+    return tol if tol > 0.0 else 1e-9 * max(1.0, abs(t))  # exact up to float noise
 
 
 def _check_numeric(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
-    x, t = parse_number(got), parse_number(truth)
+    x, t = parse_number(got, UnitRule.for_spec(spec.unit, spec.kind)), _truth_number(truth)
+    if refusal := _domain_refusal(spec, x):
+        return refusal
     if spec.lower is not None or spec.upper is not None:
         lo = spec.lower if spec.lower is not None else -math.inf
         hi = spec.upper if spec.upper is not None else math.inf
         ok = lo <= x <= hi
         return CheckResult(correct=ok, reason=f"{x:g} {'within' if ok else 'outside'} [{lo:g}, {hi:g}]")
-    # the tolerance is measured against the truth, never against the submission itself
-    tol = max(spec.abs_tol or 0.0, (spec.rel_tol or 0.0) * abs(t))
-    if tol == 0.0:
-        tol = 1e-9 * max(1.0, abs(t))  # exact up to float noise
+    tol = _tolerance(spec, t)
     ok = abs(x - t) <= tol
     return CheckResult(correct=ok, reason=f"{x:g} vs {t:g}: |diff| {abs(x - t):.4g} {'<=' if ok else '>'} tol {tol:.4g}")
 
 
 def _check_integer(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
-    x, t = parse_number(got), parse_number(truth)
+    x, t = parse_number(got, UnitRule.for_spec(spec.unit, spec.kind)), _truth_number(truth)
     if x != int(x):
         return CheckResult(correct=False, reason=f"{x:g} is not an integer")
+    if refusal := _domain_refusal(spec, x):
+        return refusal
     ok = int(x) == int(t)
     return CheckResult(correct=ok, reason=f"{int(x)} {'==' if ok else '!='} {int(t)}")
 
 
-_TRUE = {"true", "yes", "y", "1"}
-_FALSE = {"false", "no", "n", "0"}
+_TRUE = {"true", "yes", "y", "1", "1.0"}
+_FALSE = {"false", "no", "n", "0", "0.0"}
 
 
 def parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, int) and value in (0, 1):
+    if isinstance(value, (int, float)) and value in (0, 1):  # 1.0 is as plain a True as 1
         return bool(value)
     if isinstance(value, list) and len(value) == 1:
         return parse_bool(value[0])
@@ -100,7 +117,7 @@ def parse_bool(value: Any) -> bool:
             return True
         if word in _FALSE:
             return False
-    raise _Unparsable(f"expected true/false or yes/no, got {value!r}")
+    raise Unparsable(f"expected true/false or yes/no, got {value!r}")
 
 
 def _check_boolean(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
@@ -125,22 +142,20 @@ def _canonical_element(value: Any, case_sensitive: bool) -> str:
 
 
 def parse_collection(value: Any) -> list[Any]:
-    """A list from a list, a JSON or Python list literal, or a single scalar (a one-element answer)."""
+    """A list from a list, a JSON or Python list literal, numbers separated by commas, or a single scalar."""
     if isinstance(value, (list, tuple)):
         return list(value)
     if isinstance(value, str):
         text = value.strip()
         if text.startswith(("[", "(", "{")):
-            for parse in (json.loads, ast.literal_eval):
-                try:
-                    parsed = parse(text)
-                except (ValueError, SyntaxError):
-                    continue
-                if isinstance(parsed, (list, tuple, set)):
-                    return list(parsed)
-            raise _Unparsable(f"could not parse {value!r} as a list")
+            parsed = literal(text)
+            if isinstance(parsed, (list, tuple, set)):
+                return list(parsed)
+            raise Unparsable(f"could not parse {value!r} as a list")
+        if (parts := split_bare_list(text)) is not None:  # '13, 14, 39': unambiguous without brackets
+            return list(parts)
     if isinstance(value, (dict, set)):
-        raise _Unparsable(f"expected a list, got {type(value).__name__}")
+        raise Unparsable(f"expected a list, got {type(value).__name__}")
     return [value]
 
 
@@ -166,14 +181,94 @@ def _check_list(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
     return CheckResult(correct=False, reason=f"element {first} differs: {have[first]!r} != {want[first]!r}")
 
 
+def _check_form(form: str, truth: Any, got: Any) -> CheckResult:
+    """A date or a weeks-and-days duration, compared by value whatever form each side is written in."""
+    if form == "date":
+        d, t = parse_date(got), parse_date(truth)
+        return CheckResult(correct=d == t, reason=f"{d.isoformat()} {'==' if d == t else '!='} {t.isoformat()}")
+    x, w = parse_weeks_days(got), parse_weeks_days(truth)
+    return CheckResult(correct=x == w, reason=f"{format_weeks_days(*x)} {'==' if x == w else '!='} {format_weeks_days(*w)}")
+
+
 def _check_string(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
+    if (form := string_form(truth)) is not None:
+        return _check_form(form, truth, got)
     if isinstance(got, list) and len(got) == 1:
         got = got[0]
     if isinstance(got, (list, dict)):
-        raise _Unparsable(f"expected a string, got {type(got).__name__}")
+        raise Unparsable(f"expected a string, got {type(got).__name__}")
     x, t = normalize_text(got, spec.case_sensitive), normalize_text(truth, spec.case_sensitive)
     # whole-string equality: "10" must not match "1" or "100"
     return CheckResult(correct=x == t, reason="equal" if x == t else f"{x[:60]!r} != {t[:60]!r}")
+
+
+# ---------------------------------------------------------------- SQL results: rows of typed cells
+
+def cell_key(cell: Any, case_sensitive: bool) -> tuple[Any, ...]:
+    """One comparable form per cell: numbers by value, text exactly after trimming, NULL as itself.
+
+    'None' is NULL: the release writes SQL NULL as that string.
+    """
+    if cell is None or (isinstance(cell, str) and cell.strip() == "None"):
+        return ("null",)
+    if isinstance(cell, bool):
+        return ("bool", cell)
+    if isinstance(cell, str) and CANONICAL_NUMBER.fullmatch(cell.strip()):
+        cell = float(cell)
+    if isinstance(cell, (int, float)):
+        x = float(cell)
+        if not math.isfinite(x):
+            raise Unparsable(f"cell {cell!r} is not finite")
+        return ("num", int(x) if x == int(x) else round(x, 6))
+    if isinstance(cell, str):
+        return ("text", cell.strip() if case_sensitive else cell.strip().casefold())
+    raise Unparsable(f"a cell must be a number, a string or null, got {type(cell).__name__}")
+
+
+def truth_rows(truth: Any) -> list[list[Any]]:
+    """The stored result: a list of rows (a flat list is one column)."""
+    rows = list(truth) if isinstance(truth, (list, tuple)) else [truth]
+    return [list(r) if isinstance(r, (list, tuple)) else [r] for r in rows]
+
+
+def parse_rows(value: Any, width: int) -> list[list[Any]]:
+    """Rows from rows, or from a flat list in row order (the release's own form; for one column, a plain list)."""
+    items = parse_collection(value)
+    nested = [isinstance(i, (list, tuple)) for i in items]
+    if all(nested):
+        rows = [list(i) for i in items]
+    elif any(nested):
+        raise Unparsable("a mix of rows and single values")
+    elif len(items) % width:
+        raise Unparsable(f"{len(items)} value(s) do not make rows of {width} column(s)")
+    else:
+        # a flat list is read row after row: ['urgent', 1] is one row, ['1', 'urgent'] is another one
+        rows = [items[i:i + width] for i in range(0, len(items), width)]
+    for row in rows:
+        if len(row) != width:
+            raise Unparsable(f"a row of {len(row)} value(s); the result has {width} column(s)")
+    return rows
+
+
+def _check_rows(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
+    want_rows = truth_rows(truth)
+    width = len(want_rows[0])
+    want = [tuple(cell_key(c, spec.case_sensitive) for c in r) for r in want_rows]
+    have = [tuple(cell_key(c, spec.case_sensitive) for c in r) for r in parse_rows(got, width)]
+    if spec.type == AnswerType.ORDERED_ROWS:
+        if want == have:
+            return CheckResult(correct=True, reason=f"same {len(want)} row(s) in order")
+        if Counter(want) == Counter(have):
+            return CheckResult(correct=False, reason="right rows in the wrong order")
+    elif Counter(want) == Counter(have):
+        return CheckResult(correct=True, reason=f"same {len(want)} row(s)")
+    missing = [_shown(r) for r in (Counter(want) - Counter(have)).elements()][:3]
+    extra = [_shown(r) for r in (Counter(have) - Counter(want)).elements()][:3]
+    return CheckResult(correct=False, reason=f"{len(have)} row(s) for {len(want)}; missing {missing}, unexpected {extra}")
+
+
+def _shown(row: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    return [None if key[0] == "null" else key[1] for key in row]
 
 
 _CHECKERS: dict[AnswerType, Callable[[AnswerSpec, Any, Any], CheckResult]] = {
@@ -183,6 +278,8 @@ _CHECKERS: dict[AnswerType, Callable[[AnswerSpec, Any, Any], CheckResult]] = {
     AnswerType.SET: _check_set,
     AnswerType.LIST: _check_list,
     AnswerType.STRING: _check_string,
+    AnswerType.ROWS: _check_rows,
+    AnswerType.ORDERED_ROWS: _check_rows,
 }
 
 
@@ -192,8 +289,25 @@ def check_value(spec: AnswerSpec, truth: Any, submitted: Any) -> CheckResult:
         return CheckResult(correct=False, reason="no answer submitted")
     try:
         return _CHECKERS[spec.type](spec, truth, submitted)
-    except _Unparsable as exc:
+    except Unparsable as exc:
         return CheckResult(correct=False, reason=f"unparsable answer: {exc}")
+
+
+def spec_asked(task: Task) -> AnswerSpec:
+    """The task's spec, with the unit and kind of number its prompt asks for where the spec does not record them.
+
+    Generated calculator and statistics specs name neither, but their prompts do ('in terms of mL/min/1.73 m²',
+    'Report the two-sided p-value', 'a fraction between 0 and 1 (not a percentage)').
+    """
+    spec = task.answer_spec
+    if spec.type not in (AnswerType.NUMERIC, AnswerType.INTEGER):
+        return spec
+    update: dict[str, Any] = {}
+    if spec.unit is None and (unit := asked_unit(task.prompt)) is not None:
+        update["unit"] = unit
+    if spec.kind is None and (kind := asked_kind(task.prompt)) is not None:
+        update["kind"] = kind
+    return spec.model_copy(update=update) if update else spec
 
 
 def insert_submission(harness: str, code: str) -> str:
@@ -244,4 +358,4 @@ def check_answer(task: Task, submitted: Any, *, sandbox: Sandbox | None = None) 
         if sandbox is None:
             raise ValueError(f"task {task.task_id}: code answers are checked by running tests; pass a sandbox")
         return check_code(task.answer_spec, submitted, sandbox)
-    return check_value(task.answer_spec, task.answer, submitted)
+    return check_value(spec_asked(task), task.answer, submitted)

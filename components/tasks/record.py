@@ -17,8 +17,18 @@ class AnswerType(StrEnum):
     BOOLEAN = "boolean"
     SET = "set"  # unordered collection, compared element-wise after normalisation
     LIST = "list"  # ordered collection
-    STRING = "string"  # normalised string equality
+    STRING = "string"  # normalised string equality (dates and weeks-and-days durations compared by value)
     CODE = "code"  # a program checked by running tests in the sandbox
+    ROWS = "rows"  # a SQL result: a multiset of rows of typed cells
+    ORDERED_ROWS = "ordered_rows"  # a SQL result whose query orders its rows: compared as a list
+
+
+class ValueKind(StrEnum):
+    """What a number stands for, where that bounds it or changes how it is compared."""
+
+    PROBABILITY = "probability"  # a probability or fraction: in [0, 1], never written as a percentage
+    P_VALUE = "p_value"  # in [0, 1] and compared relative to the truth: an absolute window would let 0 pass
+    COUNT = "count"  # a non-negative integer
 
 
 class Domain(StrEnum):
@@ -39,6 +49,11 @@ class AnswerSpec(BaseModel):
     lower: float | None = None
     upper: float | None = None
     case_sensitive: bool = False
+    # numeric answers: the unit the prompt asks for (a number may carry it); None: not recorded, so it is read
+    # from the prompt where the prompt names one, else any common clinical unit is let through
+    unit: str | None = None
+    # numeric answers: what the number stands for (None: read from the prompt where it says, else unbounded)
+    kind: ValueKind | None = None
     # code tasks: a test harness run with the submitted code; it raises on failure. The submission replaces
     # SUBMISSION_SLOT where the harness has one, else it runs before the harness.
     tests: str | None = None

@@ -145,7 +145,9 @@ def test_a_real_database_keeps_the_release_answers(sample_release, tmp_path, ehr
     assert report.per_file["treqs/train"].imported == len(tasks) > 0
     for task in tasks:
         index = int(task.task_id.rsplit("/", 1)[1])
-        assert task.answer == [str(v) for v in rows[index]["answer"]]
+        # kept as rows of typed cells; run together as strings they are the release's answer
+        assert [str(v) for row in task.answer for v in row] == [str(v) for v in rows[index]["answer"]]
+        assert check_answer(task, rows[index]["answer"]).correct
         assert task.metadata["grounding"] == "real"
     assert (tmp_path / "out/files/ehr/treqs.sqlite").resolve() == real_db.resolve()
 

@@ -19,8 +19,9 @@ from pydantic import BaseModel, Field
 
 from components.common.io import RecordError, iter_jsonl_lenient
 from components.sandbox.protocol import Sandbox
+from components.tasks.answer_forms import asked_unit, format_weeks_days, parse_date, parse_weeks_days, string_form
 from components.tasks.checkers import insert_submission
-from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Domain, Task, save_tasks
+from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Domain, Task, ValueKind, save_tasks
 
 # Datasets whose tasks cannot run without material that the release does not ship.
 REFUSED_DATASETS: dict[str, str] = {
@@ -85,7 +86,29 @@ def _number(path: Path, line: int, name: str, value: Any) -> float:
         raise RecordError(path, line, name, f"expected a number, got {value!r}") from None
 
 
-_GESTATION = re.compile(r"\(\s*'(\d+) weeks?'\s*,\s*'(\d+) days?'\s*\)")
+def medcalc_answer(truth: str, question: str, row: dict[str, Any], path: Path, line: int) -> tuple[Any, AnswerSpec, str]:
+    """The stored answer, its spec and the submission hint for one MedCalc-Bench ground truth.
+
+    Gestational ages and dates are stored in the one form the generated calculators store, so that a checker
+    reads both alike: '(19 weeks, 6 days)' for the release's "('19 weeks', '6 days')", '07/26/2014' for
+    '7/26/2014'. Numbers keep the release's limits and record the unit the question asks for.
+    """
+    form = string_form(truth)
+    if form == "weeks_days":
+        hint = "Submit the gestational age as (weeks, days), e.g. (4 weeks, 3 days)."
+        return format_weeks_days(*parse_weeks_days(truth)), AnswerSpec(type=AnswerType.STRING), hint
+    if form == "date":
+        date = parse_date(truth)
+        return date.strftime("%m/%d/%Y"), AnswerSpec(type=AnswerType.STRING), "Submit the date as MM/DD/YYYY."
+    lower = _number(path, line, "Lower Limit", row.get("Lower Limit"))
+    upper = _number(path, line, "Upper Limit", row.get("Upper Limit"))
+    value = _number(path, line, "Ground Truth Answer", truth)
+    if not lower <= value <= upper:
+        raise RecordError(path, line, "Ground Truth Answer", f"{value} lies outside [{lower}, {upper}]")
+    unit = asked_unit(question) or None  # '' (a plain number) is what no unit already means here
+    if lower == upper and value == int(value):
+        return int(value), AnswerSpec(type=AnswerType.INTEGER, unit=unit), "Submit a single number."
+    return value, AnswerSpec(type=AnswerType.NUMERIC, lower=lower, upper=upper, unit=unit), "Submit a single number."
 
 
 def medcalcbench_task(row: dict[str, Any], path: Path, line: int, base: dict[str, Any]) -> Task:
@@ -95,24 +118,7 @@ def medcalcbench_task(row: dict[str, Any], path: Path, line: int, base: dict[str
     truth = row.get("Ground Truth Answer")
     if truth is None or str(truth).strip() == "":
         raise RecordError(path, line, "Ground Truth Answer", "missing")
-    truth = str(truth).strip()
-    hint = "Submit a single number."
-    if m := _GESTATION.fullmatch(truth):
-        answer: Any = [int(m.group(1)), int(m.group(2))]
-        spec = AnswerSpec(type=AnswerType.LIST)
-        hint = "Submit [weeks, days] as a JSON list of two integers."
-    elif re.fullmatch(r"\d{2}/\d{2}/\d{4}", truth):
-        answer, spec, hint = truth, AnswerSpec(type=AnswerType.STRING), "Submit the date as MM/DD/YYYY."
-    else:
-        lower = _number(path, line, "Lower Limit", row.get("Lower Limit"))
-        upper = _number(path, line, "Upper Limit", row.get("Upper Limit"))
-        value = _number(path, line, "Ground Truth Answer", truth)
-        if not lower <= value <= upper:
-            raise RecordError(path, line, "Ground Truth Answer", f"{value} lies outside [{lower}, {upper}]")
-        if lower == upper and value == int(value):
-            answer, spec = int(value), AnswerSpec(type=AnswerType.INTEGER)
-        else:
-            answer, spec = value, AnswerSpec(type=AnswerType.NUMERIC, lower=lower, upper=upper)
+    answer, spec, hint = medcalc_answer(str(truth).strip(), question, row, path, line)
     prompt = f"Patient note:\n{note}\n\nQuestion: {question}\n{hint}"
     return Task(**base, category=f"medcalc_{slug(name)}", domain=Domain.CALCULATOR, prompt=prompt,
                 answer=answer, answer_spec=spec,
@@ -130,11 +136,12 @@ def npowerai_task(row: dict[str, Any], path: Path, line: int, base: dict[str, An
     if target == "size":
         if value != int(value) or value <= 0:
             raise RecordError(path, line, "answer", f"a sample size must be a positive integer, got {row['answer']!r}")
-        answer, spec, hint = int(value), AnswerSpec(type=AnswerType.INTEGER), "Submit the sample size as an integer."
+        answer, spec = int(value), AnswerSpec(type=AnswerType.INTEGER, kind=ValueKind.COUNT)
+        hint = "Submit the sample size as an integer."
     elif target == "power":
         if not 0 <= value <= 1:
             raise RecordError(path, line, "answer", f"a power must lie in [0, 1], got {row['answer']!r}")
-        answer, spec = value, AnswerSpec(type=AnswerType.NUMERIC, abs_tol=0.01)
+        answer, spec = value, AnswerSpec(type=AnswerType.NUMERIC, abs_tol=0.01, kind=ValueKind.PROBABILITY)
         hint = "Submit the power as a number between 0 and 1."
     else:
         raise RecordError(path, line, "estimate_target", f"expected 'size' or 'power', got {target!r}")
