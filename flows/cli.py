@@ -87,11 +87,18 @@ def data_import(
 
 @tasks_app.command("validate")
 def tasks_validate(tasks: Annotated[Path, typer.Option(help="tasks.jsonl")]) -> None:
-    """Run the Great Expectations suite on a task file."""
+    """Run the Great Expectations suite on a task file; per category, the best constant answer's acceptance and
+    the answers' entropy."""
     from components.tasks.validation import validate_tasks
 
     report = validate_tasks(tasks)
     print(report.model_dump_json(indent=2))
+    table = Table("category", "tasks", "distinct", "entropy (bits)", "best constant", "accepted", "bound")
+    for s in report.answer_spread:
+        table.add_row(s.category, str(s.tasks), str(s.distinct), f"{s.entropy_bits:.2f}",
+                      json.dumps(s.best_constant, default=str)[:24], f"{s.best_share:.1%}",
+                      f"{s.bound:.1%}" + ("" if s.within_bound else " [red]over[/]"))
+    console.print(table)
     raise typer.Exit(0 if report.success else 1)
 
 

@@ -1,4 +1,5 @@
-"""Great Expectations suite for task files: schema, unique ids, non-empty answers, known datasets and types."""
+"""Great Expectations suite for task files: schema, unique ids, non-empty answers, known datasets and types; and
+per category, how much a constant answer earns (components.tasks.spread)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,19 @@ import os
 from pathlib import Path
 
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError
 
 from components.common.io import iter_jsonl
-from components.tasks.record import AnswerType, Domain
+from components.tasks.record import AnswerType, Domain, Task
+from components.tasks.spread import Spread, suite_spread
 
 RELEASE_DATASETS = ("medcalcbench", "npowerai", "biocoder", "biodsbench", "mimic_iii", "eicu", "treqs")
 SYNTHETIC_DATASETS = ("synthetic_medcalc", "synthetic_biostat", "synthetic_bioinfo",
                       "synthetic_mimic_iii", "synthetic_eicu", "synthetic_treqs")
 KNOWN_DATASETS = RELEASE_DATASETS + SYNTHETIC_DATASETS
+# a generated category is held to the constant-answer bound only from this many tasks on: in a demo suite of
+# nine tasks two equal answers already exceed it by chance
+MIN_TASKS_FOR_BOUND = 100
 REQUIRED = ("task_id", "dataset", "category", "domain", "split", "prompt", "answer", "answer_spec")
 
 
@@ -32,6 +37,8 @@ class ValidationReport(BaseModel):
     rows: int
     success: bool
     failures: list[Failure]
+    # per category: distinct answers, their entropy, the best constant and the share of tasks accepting it
+    answer_spread: list[Spread] = Field(default_factory=list)
 
 
 def tasks_frame(path: Path) -> pd.DataFrame:
@@ -83,6 +90,8 @@ def validate_tasks(path: Path) -> ValidationReport:
     if frame.empty:
         return ValidationReport(path=str(path), rows=0, success=False,
                                 failures=[Failure(expectation="non-empty file", column=None, unexpected=[], unexpected_count=0)])
+    spreads = suite_spread(_valid_tasks(path))
+    bound_failure = _bound_failure(spreads, _generated_categories(frame))
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = {"globally": False}
     asset = context.data_sources.add_pandas("medgym").add_dataframe_asset("tasks")
@@ -97,4 +106,34 @@ def validate_tasks(path: Path) -> ValidationReport:
         lines = [f"line {frame.loc[i, 'line']}: {frame.loc[i, column]!r}" for i in idx[:10]] if column else []
         failures.append(Failure(expectation=r.expectation_config.type, column=column, unexpected=lines,
                                 unexpected_count=int(r.result.get("unexpected_count") or 0)))
-    return ValidationReport(path=str(path), rows=len(frame), success=result.success, failures=failures)
+    if bound_failure:
+        failures.append(bound_failure)
+    return ValidationReport(path=str(path), rows=len(frame), success=result.success and not bound_failure,
+                            failures=failures, answer_spread=spreads)
+
+
+def _valid_tasks(path: Path) -> list[Task]:
+    """The rows that are valid tasks; the others are reported by the expectations."""
+    tasks = []
+    for _, obj in iter_jsonl(path):
+        try:
+            tasks.append(Task.model_validate(obj))
+        except ValidationError:
+            continue
+    return tasks
+
+
+def _generated_categories(frame: pd.DataFrame) -> set[str]:
+    """Categories whose every task is generated: imported rows keep their release's answers, whatever they are."""
+    generated = frame["source"].fillna("generated") == "generated"
+    return set(frame.loc[generated, "category"].dropna()) - set(frame.loc[~generated, "category"].dropna())
+
+
+def _bound_failure(spreads: list[Spread], generated: set[str]) -> Failure | None:
+    over = [s for s in spreads if s.category in generated and s.tasks >= MIN_TASKS_FOR_BOUND and not s.within_bound]
+    if not over:
+        return None
+    return Failure(expectation="best constant answer accepted on at most 1/min(n, 10) + 0.10 of a category",
+                   column="answer", unexpected=[f"{s.category}: {json.dumps(s.best_constant, default=str)[:40]} accepted on "
+                                                f"{s.best_share:.1%} > {s.bound:.1%}" for s in over[:10]],
+                   unexpected_count=len(over))

@@ -12,6 +12,7 @@ LINE = 60
 STOPS = ("TAA", "TAG", "TGA")
 SENSE = tuple(a + b + c for a in "ACGT" for b in "ACGT" for c in "ACGT" if a + b + c not in STOPS)
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
+MAX_INDEL_EDITS = 16  # edits between the records of an edit-distance pair
 
 
 def random_seq(rng: random.Random, length: int, gc: float) -> str:
@@ -62,9 +63,9 @@ def orf_records(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
     return records
 
 
-def coding_records(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
-    """Records that start with ATG and reach a stop after 15-80 codons, followed by a random tail."""
-    return [(rid, "synthetic CDS", coding_seq(rng, rng.randint(15, 80)) + random_seq(rng, rng.randint(0, 60), 0.5))
+def coding_records(rng: random.Random, n: int, codons: tuple[int, int] = (15, 80)) -> list[tuple[str, str, str]]:
+    """Records that start with ATG and reach a stop after `codons` codons, followed by a random tail."""
+    return [(rid, "synthetic CDS", coding_seq(rng, rng.randint(*codons)) + random_seq(rng, rng.randint(0, 60), 0.5))
             for rid in record_ids(rng, n, "cds")]
 
 
@@ -85,8 +86,15 @@ def mutate(rng: random.Random, seq: str, n_edits: int, indels: bool) -> str:
 def pair_records(rng: random.Random, n_pairs: int, indels: bool) -> list[tuple[str, str, str]]:
     records = []
     for p in range(1, n_pairs + 1):
-        a = random_seq(rng, rng.randint(20, 70) if indels else rng.randint(40, 200), rng.uniform(0.35, 0.65))
-        b = mutate(rng, a, rng.randint(1, max(2, len(a) // 5)), indels)
+        if indels:
+            # the number of edits first, uniformly, then a length with room for them: drawing the length first
+            # made small distances the common answers
+            edits = rng.randint(1, MAX_INDEL_EDITS)
+            a = random_seq(rng, rng.randint(max(20, 5 * edits), 90), rng.uniform(0.35, 0.65))
+        else:
+            a = random_seq(rng, rng.randint(40, 200), rng.uniform(0.35, 0.65))
+            edits = rng.randint(1, max(2, len(a) // 5))
+        b = mutate(rng, a, edits, indels)
         records += [(f"pair{p}_a", "", a), (f"pair{p}_b", "", b)]
     return records
 

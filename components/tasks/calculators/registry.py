@@ -25,11 +25,25 @@ class Calculator:
     build: Callable[[CaseBuilder], None]
     kind: str  # numeric | integer | string
     complaints: tuple[str, ...] = ()
+    # numeric answers: the decimal places the question asks for (the answer is rounded to them, and the
+    # checker's window follows from them; see `generators.calculators.answer_spec`)
     decimals: int = 3
+    # scores: the values a task's answer is drawn from uniformly, so that no score is common enough
+    # for a constant answer to earn much (patients are redrawn until the score hits the drawn value)
+    values: tuple[float, ...] = ()
 
     @property
     def category(self) -> str:
         return f"calc_{self.slug}"
+
+    @property
+    def precision(self) -> str:
+        """The sentence asking for the answer's precision; MedCalc-Bench's questions do not say."""
+        if self.kind != "numeric":
+            return ""
+        if self.decimals == 0:
+            return " Round your answer to the nearest whole number."
+        return f" Round your answer to {self.decimals} decimal place{'s' if self.decimals > 1 else ''}."
 
 
 # ------------------------------------------------------------------ builders: anthropometry
@@ -817,6 +831,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.cockcroft_gault,
         build_cockcroft_gault,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "ckd_epi_2021",
@@ -827,6 +842,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.ckd_epi_2021,
         build_ckd_epi,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "cha2ds2_vasc",
@@ -837,6 +853,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_cha2ds2_vasc,
         "integer",
         ("palpitations", "an irregular heartbeat"),
+        values=tuple(range(0, 10)),
     ),
     Calculator(
         "mean_arterial_pressure",
@@ -846,6 +863,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.mean_arterial_pressure,
         build_map,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "bmi",
@@ -855,6 +873,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.body_mass_index,
         build_bmi,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "corrected_calcium",
@@ -865,6 +884,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.corrected_calcium,
         build_calcium,
         "numeric",
+        decimals=2,
     ),
     Calculator(
         "wells_pe",
@@ -875,6 +895,8 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_wells_pe,
         "numeric",
         ("pleuritic chest pain and dyspnea", "sudden shortness of breath"),
+        decimals=1,
+        values=(0, 1, 1.5, 2.5, 3, 4, 4.5, 5.5, 6, 7, 7.5, 8.5, 9, 10),
     ),
     Calculator(
         "mdrd_gfr",
@@ -885,6 +907,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.mdrd_gfr,
         build_mdrd,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "ideal_body_weight",
@@ -894,6 +917,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.ideal_body_weight,
         build_ibw,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "qtc_bazett",
@@ -904,6 +928,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _qtc_builder,
         "numeric",
         ("palpitations", "a syncopal episode"),
+        decimals=0,
     ),
     Calculator(
         "due_date",
@@ -925,6 +950,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_child_pugh,
         "integer",
         ("abdominal distension", "cirrhosis follow-up"),
+        values=tuple(range(5, 16)),
     ),
     Calculator(
         "wells_dvt",
@@ -935,6 +961,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_wells_dvt,
         "integer",
         ("leg swelling", "calf pain"),
+        values=tuple(range(-2, 8)),
     ),
     Calculator(
         "rcri",
@@ -945,6 +972,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_rcri,
         "integer",
         ("a pre-operative assessment",),
+        values=tuple(range(0, 7)),
     ),
     Calculator(
         "heart_score",
@@ -955,6 +983,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_heart,
         "integer",
         ("chest pain",),
+        values=tuple(range(0, 11)),
     ),
     Calculator(
         "fib4",
@@ -965,6 +994,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_fib4,
         "numeric",
         ("abnormal liver tests",),
+        decimals=2,
     ),
     Calculator(
         "centor",
@@ -975,6 +1005,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_centor,
         "integer",
         ("a sore throat",),
+        values=tuple(range(-1, 6)),
     ),
     Calculator(
         "gcs",
@@ -985,6 +1016,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_gcs,
         "integer",
         ("a head injury", "decreased responsiveness"),
+        values=tuple(range(3, 16)),
     ),
     Calculator(
         "maintenance_fluids",
@@ -995,6 +1027,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_maintenance_fluids,
         "numeric",
         ("poor oral intake", "gastroenteritis"),
+        decimals=1,
     ),
     Calculator(
         "meld_na",
@@ -1015,6 +1048,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_has_bled,
         "integer",
         ("anticoagulation review for atrial fibrillation",),
+        values=tuple(range(0, 9)),
     ),
     Calculator(
         "sodium_correction",
@@ -1025,6 +1059,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_sodium_correction,
         "numeric",
         ("polyuria and polydipsia",),
+        decimals=1,
     ),
     Calculator(
         "glasgow_blatchford",
@@ -1044,6 +1079,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.serum_osmolality,
         build_serum_osm,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "homa_ir",
@@ -1054,6 +1090,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_homa,
         "numeric",
         ("a diabetes screening visit",),
+        decimals=2,
     ),
     Calculator(
         "feverpain",
@@ -1064,6 +1101,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_feverpain,
         "integer",
         ("a sore throat",),
+        values=tuple(range(0, 6)),
     ),
     Calculator(
         "free_water_deficit",
@@ -1075,6 +1113,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_free_water,
         "numeric",
         ("confusion and poor oral intake",),
+        decimals=2,
     ),
     Calculator(
         "anion_gap",
@@ -1085,6 +1124,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _electrolyte_builder(False),
         "numeric",
         ACID,
+        decimals=1,
     ),
     Calculator(
         "fena",
@@ -1095,6 +1135,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_fena,
         "numeric",
         ("decreased urine output",),
+        decimals=2,
     ),
     Calculator(
         "ldl",
@@ -1105,6 +1146,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_ldl,
         "numeric",
         ("a lipid screening visit",),
+        decimals=1,
     ),
     Calculator(
         "curb65",
@@ -1115,6 +1157,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_curb65,
         "integer",
         ("productive cough and fever",),
+        values=tuple(range(0, 6)),
     ),
     Calculator(
         "perc",
@@ -1125,6 +1168,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_perc,
         "integer",
         ("pleuritic chest pain",),
+        values=tuple(range(0, 8)),
     ),
     Calculator(
         "sirs",
@@ -1135,6 +1179,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_sirs,
         "integer",
         ("fever and rigors",),
+        values=tuple(range(0, 5)),
     ),
     Calculator(
         "qtc_fridericia",
@@ -1146,6 +1191,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _qtc_builder,
         "numeric",
         ("palpitations",),
+        decimals=0,
     ),
     Calculator(
         "qtc_framingham",
@@ -1157,6 +1203,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _qtc_builder,
         "numeric",
         ("palpitations",),
+        decimals=0,
     ),
     Calculator(
         "qtc_hodges",
@@ -1168,6 +1215,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _qtc_builder,
         "numeric",
         ("palpitations",),
+        decimals=0,
     ),
     Calculator(
         "qtc_rautaharju",
@@ -1179,6 +1227,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _qtc_builder,
         "numeric",
         ("palpitations",),
+        decimals=0,
     ),
     Calculator(
         "bsa",
@@ -1189,6 +1238,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_bsa,
         "numeric",
         ("chemotherapy planning",),
+        decimals=2,
     ),
     Calculator(
         "target_weight",
@@ -1199,6 +1249,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         build_target_weight,
         "numeric",
         ("weight management",),
+        decimals=1,
     ),
     Calculator(
         "adjusted_body_weight",
@@ -1208,6 +1259,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         fx.adjusted_body_weight,
         build_abw,
         "numeric",
+        decimals=1,
     ),
     Calculator(
         "delta_gap",
@@ -1218,6 +1270,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _electrolyte_builder(False),
         "numeric",
         ACID,
+        decimals=1,
     ),
     Calculator(
         "delta_ratio",
@@ -1228,6 +1281,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _electrolyte_builder(False),
         "numeric",
         ACID,
+        decimals=2,
     ),
     Calculator(
         "albumin_corrected_anion_gap",
@@ -1238,6 +1292,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _electrolyte_builder(True),
         "numeric",
         ACID,
+        decimals=1,
     ),
     Calculator(
         "albumin_corrected_delta_gap",
@@ -1248,6 +1303,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _electrolyte_builder(True),
         "numeric",
         ACID,
+        decimals=1,
     ),
     Calculator(
         "albumin_corrected_delta_ratio",
@@ -1258,6 +1314,7 @@ CALCULATORS: tuple[Calculator, ...] = (
         _electrolyte_builder(True),
         "numeric",
         ACID,
+        decimals=2,
     ),
     Calculator(
         "conception_date",

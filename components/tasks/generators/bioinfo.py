@@ -9,8 +9,10 @@ reference_code. No prompt repeats within a generator call.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any, ClassVar
 
 from components.common.io import atomic_write
@@ -88,6 +90,12 @@ def coding_file(rng: random.Random) -> FastaFile:
     return _file(synth.coding_records(rng, rng.randint(6, 12)))
 
 
+def long_coding_file(rng: random.Random) -> FastaFile:
+    # long enough that a codon occurs up to a dozen times: in 15-80 codons most codons occur once, and the
+    # count questions' answers were mostly 1
+    return _file(synth.coding_records(rng, rng.randint(6, 12), codons=(40, 300)))
+
+
 def orf_file(rng: random.Random) -> FastaFile:
     return _file(synth.orf_records(rng, rng.randint(6, 12)))
 
@@ -111,6 +119,8 @@ def contig_file(rng: random.Random) -> FastaFile:
 
 # ---- questions --------------------------------------------------------------------------------------------
 
+CODONS = tuple(a + b + c for a in "ACGT" for b in "ACGT" for c in "ACGT")
+ABSENT_SHARE = 0.1  # count questions about a k-mer or codon the record lacks (answer 0)
 SEQ_NOTE = "Answer with the sequence as one string of letters (no spaces or line breaks)."
 
 
@@ -177,14 +187,26 @@ def ask_kmer(rng: random.Random, rel: str, f: FastaFile) -> Question:
                   f"alphabetically first of them.")
         return Question(prompt, st.most_frequent_kmer, (rid, k), SEQUENCE)
     k = rng.randint(2, 5)
-    if rng.random() < 0.8:
-        i = rng.randrange(len(seq) - k + 1)
-        kmer = seq[i:i + k]
-    else:
-        kmer = "".join(rng.choices("ACGT", k=k))
+    kmer = by_count(rng, Counter(seq[i:i + k] for i in range(len(seq) - k + 1)), ["".join(p) for p in product("ACGT", repeat=k)])
     prompt = (f"{_intro(rel)} How many times does the {k}-mer {kmer} occur in record {rid}, counting overlapping "
               f"occurrences (e.g. AA occurs twice in AAA) on the forward strand only? Answer with an integer.")
     return Question(prompt, st.kmer_count, (rid, kmer), INTEGER)
+
+
+def by_count(rng: random.Random, counts: Counter[str], universe: Sequence[str]) -> str:
+    """An item of `universe` to count: its count drawn uniformly from the distinct counts present, then the
+    item among those with that count; one time in ten an item that does not occur (count 0), where one exists.
+
+    Drawing the item itself (a codon of the record) makes most answers 1, the count of a typical codon in a
+    short record; drawing the count first spreads the answers over every count the record has.
+    """
+    absent = [u for u in universe if not counts[u]]
+    if absent and rng.random() < ABSENT_SHARE:
+        return rng.choice(absent)
+    by: dict[int, list[str]] = {}
+    for item, c in sorted(counts.items()):
+        by.setdefault(c, []).append(item)
+    return rng.choice(by[rng.choice(sorted(by))])
 
 
 def ask_hamming(rng: random.Random, rel: str, f: FastaFile) -> Question:
@@ -242,8 +264,7 @@ def ask_codon(rng: random.Random, rel: str, f: FastaFile) -> Question:
         prompt = (f"{_intro(rel)} Split record {rid} into codons {frame}. Which codon occurs most often? If "
                   f"several tie, answer with the alphabetically first of them.")
         return Question(prompt, st.most_frequent_codon, (rid,), SEQUENCE)
-    j = rng.randrange(len(seq) // 3)
-    codon = seq[3 * j:3 * j + 3]
+    codon = by_count(rng, Counter(seq[i:i + 3] for i in range(0, len(seq) - 2, 3)), CODONS)
     prompt = f"{_intro(rel)} Split record {rid} into codons {frame}. How many times does codon {codon} occur?"
     return Question(prompt + " Answer with an integer.", st.codon_count, (rid, codon), INTEGER)
 
@@ -260,5 +281,5 @@ GENERATORS = [
     FastaGenerator("bioinfo_edit_distance", indel_pairs, ask_edit, (st.edit_distance,), per_file=3),
     FastaGenerator("bioinfo_motif", motif_file, ask_motif, (st.motif_positions,), per_file=5),
     FastaGenerator("bioinfo_assembly_stats", contig_file, ask_assembly, (st.assembly_stat,), per_file=4),
-    FastaGenerator("bioinfo_codon_usage", coding_file, ask_codon, (st.codon_count, st.most_frequent_codon)),
+    FastaGenerator("bioinfo_codon_usage", long_coding_file, ask_codon, (st.codon_count, st.most_frequent_codon)),
 ]

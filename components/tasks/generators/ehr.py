@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from components.ehr.synth import DEFAULT_PATIENTS, build_database
+from components.tasks.generators.balance import answer_key, balanced
 from components.tasks.generators.base import GenContext, task_id
 from components.tasks.record import AnswerSpec, AnswerType, ContextFile, Domain, Task
 
@@ -61,6 +62,10 @@ ANSWER_HINT = {
 # than its share gets fewer held-out tasks (the databases are sized with room to spare, see n_patients).
 SPLIT_SHARES: tuple[tuple[str, float], ...] = (("test", 0.20), ("valid", 0.05), ("train", 0.75))
 MAX_PATIENTS = 10_000  # about 13 s to build the MIMIC-III database
+# Questions answered per task asked for, before `balanced` picks the tasks: answers in a synthetic database pile
+# up (nine in ten lab-count answers were 1), so the pick needs a few times more candidates than tasks to find
+# enough of the rarer answers.
+SCAN = 4
 
 
 def split_of(seed: int, key: str) -> str:
@@ -158,17 +163,9 @@ class SqlCategory:
         try:
             pool = self.questions(con, ctx.seed, ctx.split)
             rng.shuffle(pool)
-            seen: set[str] = set()
-            i = 0
-            for qn in pool:
-                if i >= n:
-                    break
-                if qn.text in seen:
-                    continue
-                rows = con.execute(qn.sql).fetchall()
-                if not rows or rows[0][0] is None or (self.max_set and len(rows) > self.max_set):
-                    continue
-                seen.add(qn.text)
+            answered = self._answered(con, pool, SCAN * n)
+            chosen = balanced(answered, n, rng, key=lambda item: answer_key(item[1]))
+            for i, (qn, answer) in enumerate(chosen):
                 prompt = (
                     f"The SQLite database `{rel}` holds synthetic electronic health records in the "
                     f"{LAYOUT[self.schema]}. "
@@ -181,15 +178,30 @@ class SqlCategory:
                     domain=Domain.EHR,
                     split=ctx.split,
                     prompt=prompt,
-                    answer=convert(rows, self.kind),
+                    answer=answer,
                     answer_spec=SPECS[self.kind],
                     context_files=[ContextFile(path=rel, kind="sqlite")],
                     reference_code=reference_program(rel, qn.sql, self.kind),
                     metadata={"schema": self.schema, "sql": qn.sql},
                 )
-                i += 1
         finally:
             con.close()
+
+    def _answered(self, con: sqlite3.Connection, pool: list[Question], limit: int) -> list[tuple[Question, Any]]:
+        """The first `limit` questions of `pool` with distinct texts and a usable answer, with their answers."""
+        seen: set[str] = set()
+        out: list[tuple[Question, Any]] = []
+        for qn in pool:
+            if len(out) >= limit:
+                break
+            if qn.text in seen:
+                continue
+            rows = con.execute(qn.sql).fetchall()
+            if not rows or rows[0][0] is None or (self.max_set and len(rows) > self.max_set):
+                continue
+            seen.add(qn.text)
+            out.append((qn, convert(rows, self.kind)))
+        return out
 
 
 def q(s: object) -> str:
@@ -482,6 +494,31 @@ def _abnormal_labs(c):
                 "and labevents.itemid in "
                 f"(select d_labitems.itemid from d_labitems where d_labitems.label = {q(label)})",
             )
+
+
+def _abnormal_labs_population(rows):
+    """Counts over every patient, overall and per year: a patient has a handful of results per test, so
+    per-patient counts are nearly all 1 or 2; counts over the whole database spread from a few to hundreds."""
+    values: dict[str, list[float]] = {}
+    for label, value in rows:
+        values.setdefault(label, []).append(value)
+    periods = [("", "")] + [(f" in the year {y}", f" and strftime('%Y', labevents.charttime) = '{y}'") for y in YEARS]
+    for label, vals in values.items():
+        vals.sort()
+        if vals[-1] <= vals[0]:
+            continue
+        digits = 3 if vals[-1] - vals[0] < 1 else 2 if vals[-1] - vals[0] < 10 else 1
+        thresholds = sorted({round(vals[int(frac * (len(vals) - 1))], digits) for frac in (0.1, 0.3, 0.5, 0.7, 0.9)})
+        for thr in thresholds:
+            for word, op in (("above", ">"), ("below", "<")):
+                for ptext, pcond in periods:
+                    yield Question(
+                        f"mimic_iii:lab:{label}",
+                        f"How many '{label}' results, over all patients{ptext}, were {word} {thr}?",
+                        f"select count(*) from labevents where labevents.valuenum {op} {thr}{pcond} and "
+                        "labevents.itemid in "
+                        f"(select d_labitems.itemid from d_labitems where d_labitems.label = {q(label)})",
+                    )
 
 
 def _first_labs_of_admission(c):
@@ -786,6 +823,11 @@ GENERATORS: list[SqlCategory] = [
                 "select l.subject_id, d.label, min(l.valuenum), max(l.valuenum) from labevents l join d_labitems d "
                 "on l.itemid = d.itemid group by l.subject_id, d.label order by 1, 2",
                 each(_abnormal_labs),
+            ),
+            (
+                "select d.label, l.valuenum from labevents l join d_labitems d on l.itemid = d.itemid where "
+                "l.valuenum is not null order by 1, 2",
+                _abnormal_labs_population,
             ),
         ),
     ),
