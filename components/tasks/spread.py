@@ -134,7 +134,7 @@ def densest_points(weighted: Sequence[tuple[tuple[float, float], int]], k: int =
 
 def candidates(gs: Sequence[Group]) -> list[Any]:
     """Constants worth scoring for one category (see the module docstring)."""
-    if gs and gs[0][0].answer_spec.type == AnswerType.NUMERIC and all(_is_number(t.answer) for t, _ in gs):
+    if all(t.answer_spec.type == AnswerType.NUMERIC and _is_number(t.answer) for t, _ in gs):
         weighted = [(iv, n) for t, n in gs if (iv := interval(t)) is not None]
         median = statistics.median(float(t.answer) for t, n in gs for _ in range(n))
         found = [*densest_points(weighted), median, *(t.answer for t, _ in gs[:TOP_TRUTHS])]
@@ -153,8 +153,9 @@ def category_spread(category: str, tasks: Sequence[Task]) -> Spread:
     keys = [answer_key(t.answer) for t in tasks]
     distinct = len(set(keys))
     best, best_count = None, 0
-    gs = groups(tasks)
-    if gs and gs[0][0].answer_spec.type != AnswerType.CODE:  # a program is checked by running tests
+    # a program is checked by running tests, not against a constant: code tasks count as refusing every constant
+    gs = groups([t for t in tasks if t.answer_spec.type != AnswerType.CODE])
+    if gs:
         for c in candidates(gs):
             count = accepted_by(gs, c)
             if count > best_count or best is None:

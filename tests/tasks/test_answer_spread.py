@@ -70,6 +70,14 @@ def test_the_checker_decides_what_counts_as_the_same_answer():
     assert s.distinct == 4 and s.best_share == pytest.approx(0.5)
 
 
+def test_code_tasks_refuse_every_constant_and_do_not_stop_the_count():
+    code = AnswerSpec(type=AnswerType.CODE, tests="assert f() == 1")
+    tasks = [task(0, "def f(): return 1", code), task(1, 7, AnswerSpec(type=AnswerType.INTEGER))]
+    s = category_spread("c", tasks)
+    assert s.best_constant == 7 and s.best_share == pytest.approx(0.5)
+    assert category_spread("c", tasks[:1]).best_share == 0.0
+
+
 def test_balanced_takes_one_per_answer_per_round():
     items = [("a", i) for i in range(90)] + [("b", i) for i in range(8)] + [("c", i) for i in range(2)]
     picked = balanced(items, 12, random.Random(0), key=lambda x: x[0])
