@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0  # the CPU wheel; an unpinned torch pulls a CUDA build
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m components.sandbox.runtime >/dev/null  # the process sandbox's task runtime (runtime.lock)
 	touch $(STAMP)
 
 setup: $(STAMP)

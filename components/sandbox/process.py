@@ -104,7 +104,7 @@ class _UidLease:
 def runner_config(rt: Runtime, uid: int, root: Path, limits: Limits) -> dict:
     """What the runner needs to build the sandbox's root and run code as `uid`."""
     binds = [{"src": str(rt.env), "dst": RUNTIME_IN_ROOT}]
-    if not str(rt.base_prefix).startswith("/usr/"):  # /usr is bound whole; an interpreter elsewhere (pyenv) too
+    if rt.base_prefix != Path("/usr") and Path("/usr") not in rt.base_prefix.parents:  # /usr is bound whole
         binds.append({"src": str(rt.base_prefix), "dst": str(rt.base_prefix)})
     return {
         "root": str(root),
