@@ -497,28 +497,33 @@ def _abnormal_labs(c):
 
 
 def _abnormal_labs_population(rows):
-    """Counts over every patient, overall and per year: a patient has a handful of results per test, so
-    per-patient counts are nearly all 1 or 2; counts over the whole database spread from a few to hundreds."""
+    """Counts over all patients (or all of one gender), overall and per year: a patient has a handful of
+    results per test, so per-patient counts are nearly all 1 or 2; counts over the database spread from a few
+    to hundreds. There are about as many of these questions as per-patient ones, so neither kind crowds out
+    the other's answers."""
     values: dict[str, list[float]] = {}
     for label, value in rows:
         values.setdefault(label, []).append(value)
     periods = [("", "")] + [(f" in the year {y}", f" and strftime('%Y', labevents.charttime) = '{y}'") for y in YEARS]
+    of_gender = " and labevents.subject_id in (select patients.subject_id from patients where patients.gender = '{}')"
+    groups = [("all patients", "")] + [(f"all {w} patients", of_gender.format(g)) for g, w in (("m", "male"), ("f", "female"))]
     for label, vals in values.items():
         vals.sort()
         if vals[-1] <= vals[0]:
             continue
         digits = 3 if vals[-1] - vals[0] < 1 else 2 if vals[-1] - vals[0] < 10 else 1
-        thresholds = sorted({round(vals[int(frac * (len(vals) - 1))], digits) for frac in (0.1, 0.3, 0.5, 0.7, 0.9)})
+        thresholds = sorted({round(vals[int(d / 10 * (len(vals) - 1))], digits) for d in range(1, 10)})
         for thr in thresholds:
             for word, op in (("above", ">"), ("below", "<")):
-                for ptext, pcond in periods:
-                    yield Question(
-                        f"mimic_iii:lab:{label}",
-                        f"How many '{label}' results, over all patients{ptext}, were {word} {thr}?",
-                        f"select count(*) from labevents where labevents.valuenum {op} {thr}{pcond} and "
-                        "labevents.itemid in "
-                        f"(select d_labitems.itemid from d_labitems where d_labitems.label = {q(label)})",
-                    )
+                for gtext, gcond in groups:
+                    for ptext, pcond in periods:
+                        yield Question(
+                            f"mimic_iii:lab:{label}",
+                            f"How many '{label}' results, over {gtext}{ptext}, were {word} {thr}?",
+                            f"select count(*) from labevents where labevents.valuenum {op} {thr}{pcond}{gcond} and "
+                            "labevents.itemid in "
+                            f"(select d_labitems.itemid from d_labitems where d_labitems.label = {q(label)})",
+                        )
 
 
 def _first_labs_of_admission(c):
