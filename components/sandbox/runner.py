@@ -29,6 +29,7 @@ Self-contained on purpose: standard library only (plus the optional preloads), n
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import errno
 import json
@@ -371,15 +372,11 @@ class Runner:
             if not pids:
                 break
             if spare is None:
-                try:
-                    os.kill(-1, signal.SIGKILL)  # everything we may signal, fork bombs included, in one call
-                except ProcessLookupError:
-                    pass
+                with contextlib.suppress(ProcessLookupError):  # everything we may signal, fork bombs too, at once
+                    os.kill(-1, signal.SIGKILL)
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
             self.reap()
             time.sleep(0.001)
         self.reap()
@@ -639,10 +636,8 @@ class Runner:
 
     def serve(self) -> None:
         for mod in self.cfg.get("preload", PRELOAD):
-            try:
+            with contextlib.suppress(Exception):  # a missing module only costs speed; user code reports its own
                 __import__(mod)
-            except Exception:  # noqa: BLE001 - a missing module only costs speed; user code reports its own
-                pass
         import gc
 
         gc.collect()
@@ -729,10 +724,8 @@ def _run_code(code: str, namespace: dict) -> int:
         return 1
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):  # user code may have closed or replaced the stream
                 stream.flush()
-            except Exception:  # noqa: BLE001 - user code may have closed or replaced the stream
-                pass
 
 
 def _fresh_namespace() -> dict:
@@ -759,10 +752,8 @@ def _run_child(code: str) -> None:
         except BaseException:  # noqa: BLE001
             pass
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
     finally:
         os._exit(status)
 
