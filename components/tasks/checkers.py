@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import secrets
 import textwrap
 from collections import Counter
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from components.sandbox.protocol import Sandbox
+from components.tasks import code_judge
 from components.tasks.answer_forms import (
     CANONICAL_NUMBER,
     TRUTH_UNITS,
@@ -321,35 +321,40 @@ def insert_submission(harness: str, code: str) -> str:
     return harness[:at] + body + harness[at + len(SUBMISSION_SLOT):]
 
 
-def code_test_program(submitted_code: str, tests: str, token: str) -> str:
-    """The submission inside (or before) the tests, then a pass marker the submission cannot know in advance.
+def check_code(spec: AnswerSpec, submitted: Any, sandbox: Sandbox, timeout_s: float = 30.0) -> CheckResult:
+    """Run the submission under the judge (components/tasks/code_judge.py) and compare the plain values it reports.
 
-    The marker is printed only after every test statement ran, so a submission that exits early, raises, or
-    merely runs without error is not counted as passing.
+    A traced task (BioCoder) passes when every call its program makes to the target, under every seed variant,
+    returns, changes and prints what the reference's did; an assert-style task passes when its tests, run by the
+    judge against proxies of the submission's functions, all hold.
     """
-    if SUBMISSION_SLOT in tests:
-        program = insert_submission(tests, submitted_code)
-    else:
-        program = f"{submitted_code}\n\n# ---- tests ----\n{tests}"
-    return f"{program}\n\nprint({token!r})\n"
-
-
-def check_code(spec: AnswerSpec, submitted: Any, sandbox: Sandbox) -> CheckResult:
     if is_missing(submitted) or not isinstance(submitted, str):
         return CheckResult(correct=False, reason="no code submitted")
-    token = f"MEDGYM-TESTS-PASSED-{secrets.token_hex(8)}"
-    result = sandbox.exec(code_test_program(submitted, spec.tests or "", token))
-    if result.status != "ok":
-        tail = (result.stderr.strip().splitlines() or [result.status])[-1]
-        return CheckResult(correct=False, reason=f"tests did not pass ({result.status}): {tail[:200]}")
-    lines = result.stdout.splitlines()
-    if token not in lines:
-        return CheckResult(correct=False, reason="the program exited cleanly but the tests never completed")
-    if spec.expected_output is not None:
-        printed = "\n".join(lines[: lines.index(token)]).rstrip()
-        if printed != spec.expected_output.rstrip():
-            return CheckResult(correct=False, reason="the program ran but printed something other than expected")
-    return CheckResult(correct=True, reason="all tests passed")
+    traced = spec.expected_trace is not None and bool(spec.target)
+    if not traced and spec.expected_output is not None:
+        return CheckResult(correct=False, reason="this task file predates traced checking: import it again")
+    try:
+        if not traced:
+            report = code_judge.run_judge(sandbox, {"mode": "calls", "code": submitted, "tests": spec.tests or ""},
+                                          timeout_s)
+            if report.get("passed") is True:
+                return CheckResult(correct=True, reason="all tests passed")
+            return CheckResult(correct=False, reason=f"a test failed ({report.get('failed')} at line {report.get('line')})")
+        assert spec.expected_trace is not None and spec.target is not None
+        runs = code_judge.trace(sandbox, spec.tests or "", spec.target, submitted, len(spec.expected_trace), timeout_s)
+    except code_judge.JudgeError as exc:
+        return CheckResult(correct=False, reason=str(exc))
+    if len(runs) != len(spec.expected_trace):
+        return CheckResult(correct=False, reason="the judge's report was unreadable")
+    if not code_judge.complete(runs):
+        return CheckResult(correct=False, reason="the program did not finish")
+    for variant, (got, want) in enumerate(zip(runs, spec.expected_trace, strict=True)):
+        if len(got) != len(want):
+            return CheckResult(correct=False, reason=f"run {variant}: {len(got)} calls recorded, not {len(want)}")
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if not code_judge.same(g, w):
+                return CheckResult(correct=False, reason=f"run {variant}, call {i + 1}: a different result")
+    return CheckResult(correct=True, reason="every call matched the reference")
 
 
 def check_answer(task: Task, submitted: Any, *, sandbox: Sandbox | None = None) -> CheckResult:

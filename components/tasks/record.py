@@ -57,7 +57,11 @@ class AnswerSpec(BaseModel):
     # code tasks: a test harness run with the submitted code; it raises on failure. The submission replaces
     # SUBMISSION_SLOT where the harness has one, else it runs before the harness.
     tests: str | None = None
-    # code tasks whose harness prints: stdout must equal this (trailing whitespace ignored)
+    # code tasks checked by tracing (BioCoder): the function the harness calls, and every call the reference made
+    # under each seed variant, as plain values (components/tasks/code_judge.py). Never shown to a policy.
+    target: str | None = None
+    expected_trace: list[list[dict[str, Any]]] | None = None
+    # older task files: the reference program's stdout; such tasks must be imported again to be checked
     expected_output: str | None = None
 
     @model_validator(mode="after")

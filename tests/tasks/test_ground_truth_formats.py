@@ -165,12 +165,37 @@ def test_biocoder_verdicts_do_not_depend_on_the_backend(sample_release, tmp_path
     refused = [reason for counts in report.per_file.values() for reason in counts.refused]
     # what the runtime lacks by design (a project's own package: aTRAM, centrosome) or cannot judge (unseeded draws):
     # nothing refused because a library version removed or changed what the program uses
-    assert tasks and all("No module named" in r or "random" in r for r in refused), refused
+    assert tasks and all("No module named" in r or "random" in r or "solves nothing" in r for r in refused), refused
     for backend in ("process", "docker"):
         with open_sandbox(backend) as box:
             verdicts = {t.task_id: check_answer(t, rows[t.task_id]["solution"], sandbox=box) for t in tasks}
         failed = {k: v.reason for k, v in verdicts.items() if not v.correct}
         assert not failed, (backend, failed)
+
+
+@pytest.mark.slow
+def test_trivial_bodies_pass_no_biocoder_task(sample_release, tmp_path):
+    """`return None`, `False`, `True`, `0`, `1`, `""`, `[]`: none passes an imported task (tasks where one would
+    are refused at import, since their check cannot tell solving from not)."""
+    from components.sandbox.factory import open_sandbox
+    from components.tasks.code_judge import TRIVIAL_RETURNS
+    from tests.sandbox.conftest import require_backend
+
+    require_backend("process")
+    src = tmp_path / "src"
+    shutil.copytree(sample_release / "biocoder", src / "biocoder")
+    report = import_release(src, tmp_path / "out", ImportOptions(open_sandbox=lambda: open_sandbox("process")))
+    tasks = load_tasks(tmp_path / "out/tasks.jsonl")
+    refused = report.per_file["biocoder/test"].refused
+    assert refused["a body that solves nothing reproduces the reference's calls"] >= 1  # test/9 and test/17 today
+    passed = []
+    with open_sandbox("process") as box:
+        for task in tasks:
+            head = task.metadata["signature"].rstrip().rstrip(":")
+            for const in TRIVIAL_RETURNS:
+                if check_answer(task, f"{head}:\n    return {const!r}\n", sandbox=box).correct:
+                    passed.append((task.task_id, const))
+    assert tasks and passed == []
 
 
 # ---- the release's forms that the sample does not hold --------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from components.common.io import RecordError, iter_jsonl_lenient
 from components.sandbox.protocol import Sandbox
+from components.tasks import code_judge
 from components.tasks.answer_forms import asked_unit, format_weeks_days, parse_date, parse_weeks_days, string_form
 from components.tasks.checkers import insert_submission
 from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Domain, Task, ValueKind, save_tasks
@@ -165,7 +166,7 @@ def biocoder_task(row: dict[str, Any], path: Path, line: int, base: dict[str, An
     context, leaked = strip_definitions(context, name.group(1))
     # BioCoder checks a function by running its context program with the function inserted and comparing the
     # output with the reference's; the expected output is taken by running the reference in the sandbox.
-    spec = AnswerSpec(type=AnswerType.CODE, tests=context)
+    spec = AnswerSpec(type=AnswerType.CODE, tests=context, target=name.group(1))
     prompt = (f"{problem}\n\nWrite the function `{signature}`. It is inserted into a larger program that "
               f"provides the imports and helpers it uses. Submit the function's code.")
     return Task(**base, category="biocoder", domain=Domain.BIOINFO, prompt=prompt, answer=solution,
@@ -194,12 +195,14 @@ _UNSEEDED_RANDOM = re.compile(r"\b(?:random|np\.random|numpy\.random)\.(?!seed\b
 
 
 def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox] | None,
-                           counts: ImportCounts) -> list[Task]:
-    """Run each BioCoder reference program in the sandbox; its stdout is what a submission must print.
+                           counts: ImportCounts, variants: int = code_judge.DEFAULT_VARIANTS) -> list[Task]:
+    """Trace each BioCoder reference in the sandbox: every call its program makes to the function, as plain values,
+    under each seed variant. That trace is what a submission must reproduce (components/tasks/code_judge.py).
 
-    A program that draws random numbers without seeding is refused, and each program runs in two sandboxes
-    (two interpreters, two hash seeds): one whose output differs between them (set order, clocks) could not be
-    scored fairly and is refused too.
+    Refused: a program that draws random numbers without seeding; one that never calls the function or does not
+    finish; one whose trace differs between two sandboxes (two interpreters, two hash seeds: set order, clocks),
+    which could not be scored fairly; and one whose trace a body that solves nothing (`return None`, `False`, `0`,
+    ...) reproduces, which could not tell solving from not.
     """
     if open_sandbox is None:
         counts.refused["needs a sandbox to take the reference program's output"] += len(tasks)
@@ -208,18 +211,32 @@ def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox
     first, second = open_sandbox(), open_sandbox()
     try:
         for task in tasks:
-            if _UNSEEDED_RANDOM.search(task.reference_code or "") and ".seed(" not in (task.reference_code or ""):
+            ref = task.reference_code or ""
+            if _UNSEEDED_RANDOM.search(ref) and ".seed(" not in ref:
                 counts.refused["the reference solution draws random numbers without a seed"] += 1
                 continue
-            result = first.exec(task.reference_code or "")
-            if result.status != "ok" or result.truncated:
-                last = (result.stderr.strip().splitlines() or [result.status])[-1]
+            harness, target = task.answer_spec.tests or "", task.answer_spec.target or ""
+            plain_run = first.exec(ref)
+            if plain_run.status != "ok":
+                last = (plain_run.stderr.strip().splitlines() or [plain_run.status])[-1]
                 counts.refused[f"the reference solution does not run in the sandbox: {last[:80]}"] += 1
                 continue
-            if second.exec(task.reference_code or "").stdout != result.stdout:
+            try:
+                runs = code_judge.trace(first, harness, target, task.answer, variants)
+                again = code_judge.trace(second, harness, target, task.answer, variants)
+            except code_judge.JudgeError:
+                counts.refused["the reference solution cannot be traced in the sandbox"] += 1
+                continue
+            if not code_judge.complete(runs) or code_judge.calls_recorded(runs[:1]) == 0:
+                counts.refused["the program never calls the function, or does not finish"] += 1
+                continue
+            if runs != again:
                 counts.refused["the reference solution prints something different on each run"] += 1
                 continue
-            spec = task.answer_spec.model_copy(update={"expected_output": result.stdout})
+            if code_judge.trivial_match(runs) is not None:
+                counts.refused["a body that solves nothing reproduces the reference's calls"] += 1
+                continue
+            spec = task.answer_spec.model_copy(update={"expected_trace": runs})
             kept.append(task.model_copy(update={"answer_spec": spec}))
     finally:
         first.close()
