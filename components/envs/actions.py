@@ -48,7 +48,8 @@ class ParseError(BaseModel):
 
 
 ACTION_FORMAT = """\
-Reply with exactly one action per turn, as a JSON object (a ```json fence around it is fine):
+Reply with exactly one action per turn, as a JSON object (a ```json fence around it is fine); only the first
+action in a reply is taken:
 - Run Python in the sandbox and see its output:
   {"type": "run_code", "code": "<python source>"}
 - Show a file's schema; with "column", its distinct values; with "value", the closest matching values:
@@ -58,48 +59,75 @@ Reply with exactly one action per turn, as a JSON object (a ```json fence around
 A bare ```python fenced block also works and runs as run_code. Printed output is never scored: submit."""
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_CODE_LANGS = ("python", "py", "python3", "")
+_JSON_LANGS = ("json", "")
+
+Found = RunCode | InspectData | SubmitAnswer | ParseError
 
 
 def parse_action(text: str) -> RunCode | InspectData | SubmitAnswer | ParseError:
-    """Read one action from model output.
+    """Read one action from model output: the first action in the text, by position.
 
-    Accepted, in this order: a ```json fence holding an action object; a bare JSON object (the outermost
-    braces in the text); a ```python (or unlabelled) fence, run as code. The first fence that parses wins, so a
-    model that shows code and then submits in JSON is read as submitting only if the JSON comes first.
+    An action is a ```json (or unlabelled) fence holding a JSON object with a "type" key, such an object bare
+    in the prose, or a ```python (or unlabelled) fence, run as code. Whichever starts first is the action, so a
+    model that shows code and then submits in JSON runs the code (it has not seen the output yet) and is read
+    as submitting only if the JSON comes first. `find_actions` lists them all; the environment tells the agent
+    when it ignored some.
     """
-    fences = _FENCE.findall(text)
-    for lang, body in fences:
-        if lang.lower() in ("json", ""):
-            obj = _load_json_object(body)
-            if obj is not None:
-                return _validate(obj, text)
-    # a JSON object outside any fence; braces inside a ```python block are code, not an action
-    obj = _load_json_object(_FENCE.sub("", text))
-    if obj is not None:
-        return _validate(obj, text)
-    for lang, body in fences:
-        if lang.lower() in ("python", "py", "python3", "") and body.strip():
-            return RunCode(code=body.strip("\n"))
-    if fences:
+    found = find_actions(text)
+    if found:
+        return found[0]
+    if _FENCE.search(text):
         return ParseError(problem="found a fenced block, but neither a JSON action nor Python code", text=text)
     return ParseError(problem="no JSON action object and no ```python block found", text=text)
+
+
+def find_actions(text: str) -> list[Found]:
+    """Every action in `text`, in order of where it starts; a JSON object with a "type" that is not a valid
+    action is there as a ParseError (an attempted action that failed)."""
+    found: list[tuple[int, Found]] = []
+    outside = list(text)  # the text with fenced blocks blanked, same length: braces inside a fence are not prose
+    for m in _FENCE.finditer(text):
+        outside[m.start() : m.end()] = " " * (m.end() - m.start())
+        action = _fenced_action(m.group(1).lower(), m.group(2), text)
+        if action is not None:
+            found.append((m.start(), action))
+    for start, obj in _json_objects("".join(outside)):
+        found.append((start, _validate(obj, text)))
+    return [a for _, a in sorted(found, key=lambda pair: pair[0])]
+
+
+def _fenced_action(lang: str, body: str, text: str) -> Found | None:
+    if lang in _JSON_LANGS:
+        objs = _json_objects(body)
+        if objs:
+            return _validate(objs[0][1], text)
+    if lang in _CODE_LANGS and body.strip():
+        return RunCode(code=body.strip("\n"))
+    return None
 
 
 _DECODER = json.JSONDecoder()
 
 
-def _load_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in `text` that has a "type" key; prose around it is ignored."""
+def _json_objects(text: str) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects in `text` that have a "type" key, with where each starts; prose around them is ignored.
+
+    An object inside one found is part of it, not another action.
+    """
+    out: list[tuple[int, dict[str, Any]]] = []
     start = text.find("{")
     while start >= 0:
         try:
-            obj, _ = _DECODER.raw_decode(text, start)
-        except json.JSONDecodeError:
-            obj = None
+            obj, end = _DECODER.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            obj, end = None, start + 1
         if isinstance(obj, dict) and "type" in obj:
-            return obj
-        start = text.find("{", start + 1)
-    return None
+            out.append((start, obj))
+        else:
+            end = start + 1  # an object without "type" may hold one: look inside it
+        start = text.find("{", end)
+    return out
 
 
 def _validate(obj: dict[str, Any], text: str) -> RunCode | InspectData | SubmitAnswer | ParseError:

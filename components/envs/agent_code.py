@@ -5,16 +5,42 @@ The agent's source is compiled as `<agent_code>`, so every traceback line that p
 AttributeError the wrapper looks at the failing frame and prints, on one marked stderr line, the columns of
 the DataFrames (and the keys of the dicts) named on the failing line: the facts an explanation needs, which
 are gone once the process exits. The wrapper deletes itself, so a stateful namespace keeps only the agent's names.
+
+The marked line shares stderr with the agent's own output, and the wrapper runs in the agent's process, so
+nothing it prints is beyond forgery. Two things keep that harmless: the marker is drawn afresh for every run
+(the agent cannot copy it from an earlier output), and `split_hints` reads the line as data of one fixed shape,
+bounded in size, that only ever becomes advisory text in the observation. Anything else is ignored.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from typing import Any
+import re
+import secrets
+from dataclasses import dataclass, field
 
 AGENT_FILENAME = "<agent_code>"
-HINT_MARKER = "__medgym_hint__ "
+
+# Bounds on what a hint line may carry; the wrapper itself stays well inside them (5 names, 100 / 50 items).
+MAX_HINT_LINE = 64 * 1024  # characters; a longer line is not parsed at all (a 10 MB line costs nothing)
+MAX_NAMES = 5
+MAX_ITEMS = 100
+MAX_ITEM_CHARS = 200
+_NAME = re.compile(r"[A-Za-z_]\w{0,99}")  # a Python identifier, as the wrapper finds them on the failing line
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What the wrapper saw at the failure: variable name -> DataFrame columns / dict keys, as text."""
+
+    dataframes: dict[str, list[str]] = field(default_factory=dict)
+    dicts: dict[str, list[str]] = field(default_factory=dict)
+
+
+def new_marker() -> str:
+    """A marker for one run: unpredictable from anything the agent has seen printed before."""
+    return f"__medgym_hint_{secrets.token_hex(8)}__ "
+
 
 _WRAPPER = r"""
 def _medgym_run(src, filename, marker):
@@ -33,15 +59,15 @@ def _medgym_run(src, filename, marker):
         line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
         scope = dict(frame.f_globals)
         scope.update(frame.f_locals)
-        named = sorted(set(re.findall(r"[A-Za-z_]\w*", line)))
+        named = sorted({n for n in re.findall(r"[A-Za-z_]\w*", line) if len(n) <= 100})  # split_hints' bound
         is_df = lambda v: type(v).__name__ == "DataFrame" and hasattr(v, "columns")
         frames = [n for n in named if is_df(scope.get(n))]
         if not frames:
-            frames = [n for n, v in frame.f_locals.items() if not n.startswith("_") and is_df(v)]
-        out = {"dataframes": {n: [str(c) for c in list(scope[n].columns)[:100]] for n in frames[:5]}}
+            frames = [n for n, v in frame.f_locals.items() if not n.startswith("_") and len(n) <= 100 and is_df(v)]
+        out = {"dataframes": {n: [str(c)[:200] for c in list(scope[n].columns)[:100]] for n in frames[:5]}}
         if isinstance(exc, KeyError):
             dicts = [n for n in named if isinstance(scope.get(n), dict) and n not in ("globals", "locals")]
-            out["dicts"] = {n: [str(k) for k in list(scope[n])[:50]] for n in dicts[:5]}
+            out["dicts"] = {n: [str(k)[:200] for k in list(scope[n])[:50]] for n in dicts[:5]}
         return out
 
     import linecache
@@ -61,21 +87,53 @@ def _medgym_run(src, filename, marker):
 """
 
 
-def wrap(code: str) -> str:
-    """The program sent to the sandbox for one run_code action."""
-    args = ", ".join(repr(a) for a in (code, AGENT_FILENAME, HINT_MARKER))
+def wrap(code: str, marker: str) -> str:
+    """The program sent to the sandbox for one run_code action; hint lines start with `marker`."""
+    args = ", ".join(repr(a) for a in (code, AGENT_FILENAME, marker))
     return f"{_WRAPPER}\ntry:\n    _medgym_run({args})\nfinally:\n    globals().pop('_medgym_run', None)\n"
 
 
-def split_hints(stderr: str) -> tuple[str, dict[str, Any]]:
-    """stderr without the marked lines, and the facts those lines carried."""
+def split_hints(stderr: str, marker: str) -> tuple[str, Hints]:
+    """stderr without the lines marked with this run's marker, and the facts they carried.
+
+    More than one marked line means the agent's code printed some (the wrapper prints at most one), so then
+    none is believed. Marked lines are dropped from the shown stderr either way.
+    """
     kept: list[str] = []
-    hints: dict[str, Any] = {}
+    marked: list[str] = []
     for line in stderr.splitlines(keepends=True):
-        if line.startswith(HINT_MARKER):
-            # a line cut by the output cap is dropped: the facts are a bonus, the traceback still stands
-            with contextlib.suppress(json.JSONDecodeError):
-                hints.update(json.loads(line[len(HINT_MARKER) :]))
-        else:
-            kept.append(line)
+        (marked if line.startswith(marker) else kept).append(line)
+    hints = read_hints(marked[0][len(marker) :]) if len(marked) == 1 else Hints()
     return "".join(kept), hints
+
+
+def read_hints(payload: str) -> Hints:
+    """The facts in one hint line's JSON, or no facts when it is not exactly the wrapper's shape."""
+    if len(payload) > MAX_HINT_LINE:
+        return Hints()
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):  # a line cut by the output cap, or not JSON at all
+        return Hints()
+    if not isinstance(obj, dict) or not set(obj) <= {"dataframes", "dicts"}:
+        return Hints()
+    dataframes, dicts = _names_to_texts(obj.get("dataframes", {})), _names_to_texts(obj.get("dicts", {}))
+    if dataframes is None or dicts is None:
+        return Hints()
+    return Hints(dataframes=dataframes, dicts=dicts)
+
+
+def _names_to_texts(value: object) -> dict[str, list[str]] | None:
+    """A dict of identifier -> list of short strings, within the bounds; None for anything else."""
+    if not isinstance(value, dict) or len(value) > MAX_NAMES:
+        return None
+    out: dict[str, list[str]] = {}
+    for name, items in value.items():
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            return None
+        if not isinstance(items, list) or len(items) > MAX_ITEMS:
+            return None
+        if not all(isinstance(i, str) and len(i) <= MAX_ITEM_CHARS for i in items):
+            return None
+        out[name] = list(items)
+    return out

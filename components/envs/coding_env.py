@@ -3,6 +3,11 @@
 Shape after SkyRL gym: `reset(task) -> Observation`, `step(action) -> StepResult(observation, reward, done,
 info)`, `close()`. Only the submitted answer is scored (printing the right number earns nothing); the reward
 is 1.0 when the checker accepts the submission and 0.0 otherwise. The whole attempt is kept as an Episode.
+
+Whatever the agent's code prints is data: it is shown to the agent (clipped) and read only for advisory facts
+in a fixed, bounded shape, so no output, forged runner lines included, changes what step() does or makes it
+raise. The checker's reason names the true answer; it goes to `Episode.check.grader_reason` and nowhere else
+(not the observation, not `StepResult.info`).
 """
 
 from __future__ import annotations
@@ -15,11 +20,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from components.envs import agent_code, feedback, inspect_data
-from components.envs.actions import ACTION_FORMAT, InspectData, ParseError, RunCode, SubmitAnswer, parse_action
+from components.envs.actions import (
+    ACTION_FORMAT,
+    InspectData,
+    ParseError,
+    RunCode,
+    SubmitAnswer,
+    find_actions,
+    parse_action,
+)
 from components.envs.episode import Check, Episode, Turn, classify_outcome
 from components.envs.feedback import ErrorContext, ErrorInfo
 from components.sandbox.protocol import ExecResult, Limits, Sandbox
-from components.tasks.checkers import check_answer
+from components.tasks.checkers import check_answer, is_missing
 from components.tasks.record import AnswerType, Task
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -150,6 +163,8 @@ class CodingEnv:
                 self._inspect(parsed, turn)
             else:
                 self._submit(parsed, turn)
+        if raw is not None:
+            self._note_ignored_actions(raw, turn)
         ep.turns.append(turn)
         if turn.error is not None:
             ep.error_kinds[turn.error.kind] = ep.error_kinds.get(turn.error.kind, 0) + 1
@@ -179,7 +194,7 @@ class CodingEnv:
             self._finish()
         info = {"turn": turn.index, "error_kind": turn.error_kind, "loop_detected": ep.loop_detected}
         if done:
-            info.update(outcome=ep.outcome.value, check_reason=ep.check.reason if ep.check else None)
+            info.update(outcome=ep.outcome.value, correct=bool(ep.check and ep.check.correct))
         obs = Observation(text=turn.observation, turn=len(ep.turns), turns_left=max(left, 0), files=self.files)
         return StepResult(observation=obs, reward=ep.reward if done else 0.0, done=done, info=info)
 
@@ -196,8 +211,9 @@ class CodingEnv:
 
     # ---------------------------------------------------------------- actions
     def _run_code(self, action: RunCode, turn: Turn) -> None:
-        result = self._exec(agent_code.wrap(action.code))
-        stderr, hints = agent_code.split_hints(result.stderr)
+        marker = agent_code.new_marker()
+        result = self._exec(agent_code.wrap(action.code, marker))
+        stderr, hints = agent_code.split_hints(result.stderr, marker)
         result = result.model_copy(update={"stderr": stderr})
         turn.exec_result = result
         error = feedback.classify(result, action.code, self.config.exec_timeout_s)
@@ -205,6 +221,15 @@ class CodingEnv:
             turn.observation = self._output_text(result)
             return
         turn.error = error
+        try:
+            self._explain_failure(action, turn, error, result, hints)
+        except Exception as exc:  # noqa: BLE001 - the explanation is a bonus; the agent's output must not end the episode
+            turn.metadata["feedback_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            turn.observation = f"Execution failed: {error.kind}\n\n{self._output_text(result)}"
+
+    def _explain_failure(
+        self, action: RunCode, turn: Turn, error: ErrorInfo, result: ExecResult, hints: agent_code.Hints
+    ) -> None:
         sqlite_files = [
             cf.path
             for cf in self._task.context_files
@@ -212,16 +237,19 @@ class CodingEnv:
         ]
         turn.facts = feedback.gather_facts(error, action.code, hints, self.files, sqlite_files, self._inspect_info)
         ctx = ErrorContext(
-            error=error, code=action.code, facts=turn.facts, stderr_tail=feedback.agent_traceback(stderr)
+            error=error, code=action.code, facts=turn.facts, stderr_tail=feedback.agent_traceback(result.stderr)
         )
         explanation, turn.explanation_source = self._explanation(ctx, turn)
         turn.observation = feedback.render(ctx, explanation, result.truncated, self._clip(result.stdout))
 
     def _inspect(self, action: InspectData, turn: Turn) -> None:
-        snippet = inspect_data.build_snippet(action.path, action.column, action.value, self.config.inspect_max_values)
+        marker = inspect_data.new_marker()
+        snippet = inspect_data.build_snippet(
+            action.path, action.column, action.value, self.config.inspect_max_values, marker=marker
+        )
         result = self._exec(snippet)
         turn.exec_result = result
-        info = inspect_data.parse_result(result)
+        info = inspect_data.parse_result(result, marker)
         if "error" in info:
             turn.error = ErrorInfo(kind="InspectDataError", message=str(info["error"]))
         turn.observation = self._clip(inspect_data.render(info))
@@ -238,10 +266,24 @@ class CodingEnv:
                 checker_box.close()
         else:
             verdict = check_answer(task, action.answer)
-        ep.check = Check(correct=verdict.correct, reason=verdict.reason)
-        turn.observation = "Answer submitted. The episode is over."
+        ep.check = Check(correct=verdict.correct, grader_reason=verdict.reason)
+        turn.observation = submit_observation(action.answer, verdict.correct, verdict.reason)
 
     # ---------------------------------------------------------------- helpers
+    @staticmethod
+    def _note_ignored_actions(raw: str, turn: Turn) -> None:
+        """Say so when a reply held more than one action: only the first was taken (see parse_action)."""
+        found = find_actions(raw)
+        if len(found) < 2 or turn.action is None:
+            return
+        turn.metadata["ignored_actions"] = len(found) - 1
+        if isinstance(turn.action, SubmitAnswer):  # the episode is over: nothing left to advise
+            return
+        turn.observation += (
+            f"\n\nNote: your reply held {len(found)} actions; only the first ({turn.action.type}) was taken. "
+            "Send one action per turn and wait for its result."
+        )
+
     def _open_with_files(self, task: Task) -> Sandbox:
         sandbox = self._factory()
         try:
@@ -259,9 +301,11 @@ class CodingEnv:
         return self._sandbox.exec(code, timeout_s=self.config.exec_timeout_s)
 
     def _inspect_info(self, path: str) -> dict[str, Any]:
-        return inspect_data.parse_result(
-            self._exec(inspect_data.build_snippet(path, max_values=self.config.inspect_max_values, row_counts=False))
+        marker = inspect_data.new_marker()
+        snippet = inspect_data.build_snippet(
+            path, max_values=self.config.inspect_max_values, row_counts=False, marker=marker
         )
+        return inspect_data.parse_result(self._exec(snippet), marker)
 
     def _explanation(self, ctx: ErrorContext, turn: Turn) -> tuple[str, Literal["rule", "llm"]]:
         if self.config.feedback == "llm" and self._explain is not None:
@@ -319,6 +363,19 @@ class CodingEnv:
         ep.reward = 1.0 if ep.check is not None and ep.check.correct else 0.0
         ep.duration_s = time.monotonic() - self._started
         self.close()
+
+
+def submit_observation(answer: Any, correct: bool, reason: str) -> str:
+    """What the agent is told after submitting: correct or incorrect, and for an answer that could not be read at
+    all, a generic word saying so. The checker's reason itself names the truth, so it is never shown."""
+    if correct:
+        return "Answer submitted: correct. The episode is over."
+    why = ""
+    if is_missing(answer):
+        why = " (no answer was given)"
+    elif reason.startswith("unparsable"):  # checkers.check_value's prefix for an answer it could not read
+        why = " (the answer could not be read as the kind of value the task asks for)"
+    return f"Answer submitted: incorrect{why}. The episode is over."
 
 
 def detect_loop(turns: list[Turn], window: int) -> str | None:

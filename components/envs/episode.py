@@ -10,6 +10,12 @@ Outcome precedence (first that applies):
   wrong_answer  submitted, checked wrong, no loop seen
   no_answer     the turn limit came without a submission, no loop seen
 A loop outranks wrong_answer and no_answer because it names the cause: the agent stopped making progress.
+
+The checker's reason ('1 outside [27.4474, 30.3366]') states the true answer, so the record keeps it in one
+field only, `Check.grader_reason`, for people and grader-side reports. Nothing the agent saw holds it (the
+observation after a submit says only correct or incorrect), and `messages()`, which SFT/DPO and verifiers
+train on, renders observations and model text alone. A training view built from the record must leave
+`check` out, as `messages()` does.
 """
 
 from __future__ import annotations
@@ -18,14 +24,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from components.common.io import RecordError, iter_jsonl, write_jsonl
 from components.envs.actions import InspectData, RunCode, SubmitAnswer
 from components.envs.feedback import ErrorInfo
 from components.sandbox.protocol import ExecResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Check.reason became Check.grader_reason (grader-only: it holds the truth)
 
 
 class Outcome(StrEnum):
@@ -36,10 +42,23 @@ class Outcome(StrEnum):
 
 
 class Check(BaseModel):
-    """The checker's verdict on the submission (mirrors tasks.checkers.CheckResult)."""
+    """The checker's verdict on the submission (tasks.checkers.CheckResult, its reason renamed to say who may read it)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     correct: bool
-    reason: str
+    # GRADER ONLY: the checker's explanation, which names the true answer. Never put it in an observation,
+    # a prompt, training data or a verifier's input.
+    grader_reason: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schema_1(cls, data: Any) -> Any:
+        """Version-1 records called the field `reason`."""
+        if isinstance(data, dict) and "reason" in data and "grader_reason" not in data:
+            data = {**data, "grader_reason": data["reason"]}
+            data.pop("reason")
+        return data
 
 
 class Turn(BaseModel):

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from components.envs.agent_code import AGENT_FILENAME
+from components.envs.agent_code import AGENT_FILENAME, Hints
 from components.sandbox.protocol import ExecResult
 
 
@@ -227,8 +227,11 @@ TRUNCATED_NOTE = (
     "you need is lost."
 )
 
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
-_AGENT_FRAME = re.compile(r'File "' + re.escape(AGENT_FILENAME) + r'", line (\d+)')
+# an exception's name is short; a longer "name" is the agent's output, not an exception line
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]{0,199})(?::\s?(.*))?$")
+MESSAGE_CHARS = 1500  # an error message longer than this keeps its two ends
+# at most 9 digits: the agent's code can print a fake frame, and int() refuses strings of thousands of digits
+_AGENT_FRAME = re.compile(r'File "' + re.escape(AGENT_FILENAME) + r'", line (\d{1,9})\b')
 
 
 def classify(result: ExecResult, code: str, timeout_s: float | None = None) -> ErrorInfo | None:
@@ -244,7 +247,7 @@ def classify(result: ExecResult, code: str, timeout_s: float | None = None) -> E
     kind, message = _exception_line(section)
     if kind is None:
         tail = (result.stderr.strip().splitlines() or [""])[-1]
-        kind, message = "NonZeroExit", tail or f"exit code {result.exit_code}"
+        kind, message = "NonZeroExit", _two_ends(tail) or f"exit code {result.exit_code}"
     frames = _AGENT_FRAME.findall(section) or _AGENT_FRAME.findall(result.stderr)
     line = int(frames[-1]) if frames else None
     return ErrorInfo(kind=kind, message=message, line=line, snippet=snippet(code, line) if line else None)
@@ -265,11 +268,17 @@ def _exception_line(section: str) -> tuple[str | None, str]:
         m = _EXC_LINE.match(line)
         if m and (m.group(2) is not None or m.group(1)[0].isupper()):
             # the message runs to the end (pandas puts the whole SQL before "no such column"); keep both ends
-            message = "\n".join([m.group(2) or "", *lines[i + 1 :]]).strip()
-            if len(message) > 1500:
-                message = f"{message[:1000]} ... {message[-500:]}"
-            return m.group(1), message
+            return m.group(1), _two_ends("\n".join([m.group(2) or "", *lines[i + 1 :]]).strip())
     return None, ""
+
+
+SNIPPET_LINE_CHARS = 300  # a code line longer than this (a pasted blob) is cut in the snippet
+
+
+def _two_ends(message: str) -> str:
+    if len(message) <= MESSAGE_CHARS:
+        return message
+    return f"{message[: MESSAGE_CHARS * 2 // 3]} ... {message[-(MESSAGE_CHARS // 3) :]}"
 
 
 def snippet(code: str, line: int, context: int = 2) -> str | None:
@@ -278,7 +287,11 @@ def snippet(code: str, line: int, context: int = 2) -> str | None:
         return None
     lo, hi = max(1, line - context), min(len(lines), line + context)
     width = len(str(hi))
-    return "\n".join(f"{'>' if n == line else ' '} {n:>{width}} | {lines[n - 1]}" for n in range(lo, hi + 1))
+    return "\n".join(f"{'>' if n == line else ' '} {n:>{width}} | {_clip_line(lines[n - 1])}" for n in range(lo, hi + 1))
+
+
+def _clip_line(text: str, limit: int = SNIPPET_LINE_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} ... [{len(text) - limit} more characters]"
 
 
 def rule_for(error: ErrorInfo) -> Rule:
@@ -305,7 +318,7 @@ InspectFn = Callable[[str], dict[str, Any]]  # path -> inspect_data result (runs
 def gather_facts(
     error: ErrorInfo,
     code: str,
-    hints: dict[str, Any],
+    hints: Hints,
     files: Sequence[str],
     sqlite_files: Sequence[str],
     inspect: InspectFn,
@@ -313,9 +326,9 @@ def gather_facts(
     """Specific, checkable statements to put beside the explanation."""
     facts: list[str] = []
     wanted = _quoted_name(error.message)
-    for name, cols in (hints.get("dataframes") or {}).items():
+    for name, cols in hints.dataframes.items():
         facts.append(f"DataFrame `{name}` has columns: {cols}" + _closest(wanted, cols))
-    for name, keys in (hints.get("dicts") or {}).items():
+    for name, keys in hints.dicts.items():
         facts.append(f"dict `{name}` has keys: {keys}" + _closest(wanted, keys))
     msg = error.message.lower()
     if "no such column" in msg or "no such table" in msg:
@@ -358,8 +371,7 @@ def _sqlite_facts(message: str, code: str, sqlite_files: Sequence[str], inspect:
     wanted = _quoted_name(message)
     text = f"{code}\n{message}"
     for path in sqlite_files:
-        info = inspect(path)
-        tables = info.get("tables") or []
+        tables = _tables(inspect(path))
         if not tables:
             continue
         if "no such table" in message.lower():
@@ -369,9 +381,28 @@ def _sqlite_facts(message: str, code: str, sqlite_files: Sequence[str], inspect:
         # the tables the code names; when it names none we know of, all of them (a few)
         used = [t for t in tables if re.search(r"\b" + re.escape(t["name"]) + r"\b", text, re.IGNORECASE)] or tables[:5]
         for t in used:
-            cols = [c["name"] for c in t["columns"]]
+            cols = t["columns"]
             facts.append(f"Table `{t['name']}` in {path} has columns: {cols}" + _closest(wanted, cols))
     return facts
+
+
+def _tables(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """[{"name": str, "columns": [str]}] from an inspect_data result; [] when it is not the snippet's shape.
+
+    The inspection ran where the agent's code ran, so its result is checked before use rather than trusted.
+    """
+    raw = info.get("tables")
+    if not isinstance(raw, list):
+        return []
+    out: list[dict[str, Any]] = []
+    for t in raw:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not isinstance(t.get("columns"), list):
+            return []
+        names = [c.get("name") if isinstance(c, dict) else None for c in t["columns"]]
+        if not all(isinstance(n, str) for n in names):
+            return []
+        out.append({"name": t["name"], "columns": names})
+    return out
 
 
 # ---- the observation ---------------------------------------------------------------------------------------
@@ -410,4 +441,4 @@ def agent_traceback(stderr: str, max_frames: int = 8) -> str:
         return ""
     if len(mine) > max_frames:
         mine = mine[: max_frames // 2] + [["  ..."]] + mine[-(max_frames - max_frames // 2) :]
-    return "\n".join(line for frame in mine for line in frame)
+    return "\n".join(_clip_line(line) for frame in mine for line in frame)

@@ -3,16 +3,27 @@
 The work happens inside the sandbox (a generated snippet reads the sandbox's own files), so the agent sees
 exactly what its code would see and isolation holds. The snippet prints one marked JSON line; `render`
 turns it into the observation text.
+
+The snippet runs where the agent's code ran before it (a stateful namespace, files the agent wrote in the
+working directory), so its output is read as untrusted: the marker is drawn afresh per run, and a line that
+is cut, not JSON or not the snippet's shape becomes an "output could not be read" error, never an exception.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 from components.sandbox.protocol import ExecResult
 
-RESULT_MARKER = "__medgym_inspect__ "
+MAX_RESULT_CHARS = 4 * 1024 * 1024  # a longer marked line is not parsed (the real one is far smaller)
+UNREADABLE = "the inspection's output could not be read"
+
+
+def new_marker() -> str:
+    """A marker for one inspection, unpredictable from earlier outputs."""
+    return f"__medgym_inspect_{secrets.token_hex(8)}__ "
 
 # Runs in the sandbox: standard library plus pandas (for CSV). Everything lives inside one function that is
 # deleted afterwards, so a stateful sandbox's namespace is left as the agent made it.
@@ -160,26 +171,52 @@ def build_snippet(
     max_values: int = 50,
     max_rows: int = 5,
     row_counts: bool = True,
+    marker: str = "",
 ) -> str:
     """Python source that inspects `path` inside the sandbox and prints one marked JSON line.
 
     `row_counts=False` skips COUNT(*) per table, which on a large database costs seconds the schema alone does not.
+    `marker` (from new_marker(), the same one given to parse_result) starts the result line.
     """
-    args = ", ".join(repr(a) for a in (path, column, value, max_values, max_rows, RESULT_MARKER, row_counts))
+    if not marker:
+        raise ValueError("build_snippet needs the run's marker (inspect_data.new_marker())")
+    args = ", ".join(repr(a) for a in (path, column, value, max_values, max_rows, marker, row_counts))
     return f"{_SNIPPET}\ntry:\n    _medgym_inspect({args})\nfinally:\n    globals().pop('_medgym_inspect', None)\n"
 
 
-def parse_result(result: ExecResult) -> dict[str, Any]:
-    """The snippet's JSON; a failed or silent run becomes {"error": ...} naming what happened."""
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            return json.loads(line[len(RESULT_MARKER) :])
+def parse_result(result: ExecResult, marker: str) -> dict[str, Any]:
+    """The snippet's JSON; a failed, silent or unreadable run becomes {"error": ...} naming what happened."""
+    marked = [line for line in result.stdout.splitlines() if line.startswith(marker)]
+    if len(marked) > 1:  # the snippet prints once: more lines with this run's marker were not all its own
+        return {"error": UNREADABLE}
+    if marked:
+        return _load(marked[0][len(marker) :])
     tail = (result.stderr.strip().splitlines() or [""])[-1]
     return {"error": f"inspection did not finish ({result.status}): {tail[:300]}"}
 
 
+def _load(payload: str) -> dict[str, Any]:
+    if len(payload) > MAX_RESULT_CHARS:
+        return {"error": UNREADABLE}
+    try:
+        info = json.loads(payload)
+    except (ValueError, RecursionError):  # cut at the output cap, or not JSON
+        return {"error": UNREADABLE}
+    if not isinstance(info, dict) or not (isinstance(info.get("error"), str) or isinstance(info.get("kind"), str)):
+        return {"error": UNREADABLE}
+    return info
+
+
 def render(info: dict[str, Any]) -> str:
-    """Observation text for one inspection result."""
+    """Observation text for one inspection result; one whose fields are not the snippet's shape says so."""
+    try:
+        return _render(info)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        # only a forged or damaged result lacks the fields the snippet always writes
+        return f"inspect_data failed: {UNREADABLE}"
+
+
+def _render(info: dict[str, Any]) -> str:
     if "error" in info:
         text = f"inspect_data failed: {info['error']}"
         if info.get("files"):

@@ -26,7 +26,9 @@ class SolvabilityReport(BaseModel):
     episodes: int
     solved: int
     by_domain: dict[str, list[int]]  # domain -> [episodes, solved]
-    failures: list[str]  # "task_id: outcome (reason)" for the first few unsolved tasks
+    # "task_id: outcome (grader's reason)" for the first few unsolved tasks: an operator's report on broken tasks,
+    # grader-side like Check.grader_reason (it may state the truth), never an input to a policy
+    failures: list[str]
     outcomes: dict[str, int]
 
     @property
@@ -67,7 +69,7 @@ def check_solvability(tasks: Sequence[Task], task_root: Path, sandbox_factory: C
             by_domain[task.domain.value][1] += solved
             outcomes[str(episode.outcome)] += 1
             if not solved and len(failures) < 10:
-                reason = episode.check.reason if episode.check else "no check"
+                reason = episode.check.grader_reason if episode.check else "no check"
                 failures.append(f"{task.task_id}: {episode.outcome} ({reason})")
             if on_episode:
                 on_episode(episode)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.envs.actions import InspectData, ParseError, RunCode, SubmitAnswer, parse_action
+from components.envs.actions import InspectData, ParseError, RunCode, SubmitAnswer, find_actions, parse_action
 
 
 def test_bare_json_object():
@@ -32,9 +32,35 @@ def test_run_code_as_json_keeps_newlines():
     assert isinstance(a, RunCode) and a.code == "x = 1\nprint(x)"
 
 
-def test_json_action_wins_over_a_python_fence():
-    text = '```python\nprint(1)\n```\n```json\n{"type": "submit_answer", "answer": 1}\n```'
-    assert isinstance(parse_action(text), SubmitAnswer)
+def test_code_then_a_submit_runs_the_code_as_the_docstring_says():
+    # the model has not seen the code's output yet: the first action in the reply is the one taken
+    fenced = '```python\nprint(1)\n```\n```json\n{"type": "submit_answer", "answer": 1}\n```'
+    bare = '```python\nprint(1)\n```\nSo the answer is {"type": "submit_answer", "answer": 1}'
+    for text in (fenced, bare):
+        a = parse_action(text)
+        assert isinstance(a, RunCode) and a.code == "print(1)", text
+        assert [type(x) for x in find_actions(text)] == [RunCode, SubmitAnswer]
+
+
+def test_a_submit_before_the_code_is_the_submit():
+    fenced = '```json\n{"type": "submit_answer", "answer": 2}\n```\n```python\nprint(1)\n```'
+    bare = '{"type": "submit_answer", "answer": 2}\n```python\nprint({"type": "run_code"})\n```'
+    for text in (fenced, bare):
+        a = parse_action(text)
+        assert isinstance(a, SubmitAnswer) and a.answer == 2, text
+
+
+def test_two_json_actions_take_the_first_and_braces_in_code_are_not_actions():
+    text = 'First {"type": "inspect_data", "path": "a.csv"} then {"type": "submit_answer", "answer": 3}'
+    assert isinstance(parse_action(text), InspectData)
+    code = '```python\nx = {"type": "submit_answer", "answer": 9}\nprint(x)\n```'
+    assert [type(x) for x in find_actions(code)] == [RunCode]
+
+
+def test_deeply_nested_json_is_a_parse_error_not_a_crash():
+    assert isinstance(parse_action("{" + '"a":[' * 100_000), ParseError)
+    assert isinstance(parse_action('{"type": "submit_answer", "answer": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+                      (SubmitAnswer, ParseError))
 
 
 def test_submit_code_answer_as_string():

@@ -200,3 +200,12 @@ def test_missing_context_file_is_a_clear_error(make_env):
     task = make_task(files=[ContextFile(path="data/absent.csv", kind="csv")])
     with pytest.raises(FileNotFoundError, match="absent.csv"):
         env.reset(task)
+
+
+def test_a_reply_with_code_then_a_submit_runs_the_code_and_says_the_submit_was_not_taken(make_env):
+    env = make_env(max_turns=3)
+    env.reset(make_task())
+    res = env.step('```python\nprint(6 * 7)\n```\n{"type": "submit_answer", "answer": 42}')
+    assert not res.done and res.observation.text.startswith("42")
+    assert "only the first (run_code) was taken" in res.observation.text
+    assert env.episode.turns[-1].metadata["ignored_actions"] == 1 and not env.episode.submitted

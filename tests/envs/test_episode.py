@@ -24,7 +24,7 @@ from tests.envs.conftest import make_task
     ],
 )
 def test_outcome_precedence(submitted, correct, loop, want):
-    check = None if correct is None else Check(correct=correct, reason="r")
+    check = None if correct is None else Check(correct=correct, grader_reason="r")
     assert classify_outcome(submitted, check, loop) == want
 
 
