@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -50,8 +52,9 @@ def test_reference_code_prints_the_answer(tmp_path: Path) -> None:
         assert (
             task.domain == Domain.EHR and task.split == "valid" and task.task_id.startswith(task.category + "/valid/")
         )
-        assert task.context_files[0].path == db_relpath(task.metadata["schema"], 11)
-        assert task.context_files[0].path in task.prompt
+        path = task.context_files[0].path
+        assert path == db_relpath(task.metadata["schema"], hashlib.sha256((tmp_path / path).read_bytes()).hexdigest())
+        assert path in task.prompt
 
 
 def test_one_program_runs_as_a_separate_process(tmp_path: Path) -> None:
@@ -66,7 +69,7 @@ def test_database_built_once_and_tasks_deterministic(tmp_path: Path) -> None:
     gen = GENERATORS[2]
     ctx = GenContext(out_dir=tmp_path, seed=4)
     first = [t.model_dump() for t in gen.generate(ctx, 20)]
-    db = tmp_path / db_relpath(gen.schema, 4)
+    db = tmp_path / first[0]["context_files"][0]["path"]
     stamp = db.stat().st_mtime_ns
     second = [t.model_dump() for t in gen.generate(ctx, 20)]
     assert db.stat().st_mtime_ns == stamp
@@ -91,12 +94,12 @@ def test_splits_are_distinct_and_disjoint_at_moderate_size(tmp_path: Path) -> No
 def test_suite_size_sizes_the_database_and_names_it(tmp_path: Path) -> None:
     small, big = (GenContext(out_dir=tmp_path, seed=5, suite_per_category=k) for k in (10, 1200))
     gen = next(g for g in GENERATORS if g.category == "ehr_patient_gender")
-    assert next(gen.generate(small, 1)).context_files[0].path == db_relpath("mimic_iii", 5, n_patients(10))
-    assert next(gen.generate(big, 1)).context_files[0].path == db_relpath("mimic_iii", 5, n_patients(1200))
+    paths = {k: next(gen.generate(ctx, 1)).context_files[0].path for k, ctx in ((10, small), (1200, big))}
+    assert paths[10] != paths[1200]
     assert n_patients(1200) > n_patients(10)
     sizes = {}
     for k in (10, 1200):
-        con = sqlite3.connect(tmp_path / db_relpath("mimic_iii", 5, n_patients(k)))
+        con = sqlite3.connect(tmp_path / paths[k])
         sizes[k] = con.execute("select count(*) from patients").fetchone()[0]
         con.close()
     assert sizes[1200] > sizes[10]
@@ -109,8 +112,22 @@ def test_same_seed_same_database_bytes_and_tasks(tmp_path: Path) -> None:
         ctx = GenContext(out_dir=tmp_path / name, seed=9, split="test", suite_per_category=40)
         runs.append([t.model_dump() for t in gen.generate(ctx, 15)])
     assert runs[0] == runs[1]
-    rel = db_relpath("mimic_iii", 9, n_patients(40))
+    rel = runs[0][0]["context_files"][0]["path"]
     assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+
+
+def test_database_names_carry_no_generation_parameters(tmp_path: Path) -> None:
+    # the agent reads the name in its prompt: a seed or a size there would tell it which generation it faces
+    gen = next(g for g in GENERATORS if g.category == "ehr_patient_gender")
+    names = set()
+    for seed, size in ((7, 150), (8, 150), (7, 1200)):
+        task = next(gen.generate(GenContext(out_dir=tmp_path, seed=seed, suite_per_category=size), 1))
+        name = Path(task.context_files[0].path).name
+        assert re.fullmatch(r"mimic_iii_[0-9a-f]{16}\.sqlite", name), name
+        assert f"s{seed}" not in name and str(n_patients(size)) not in name
+        names.add(name)
+    assert len(names) == 3  # different databases, different files
+    assert not list((tmp_path / "files/ehr").glob(".*"))  # no scratch file left behind
 
 
 def test_split_owner_is_stable_and_unknown_split_is_named(tmp_path: Path) -> None:

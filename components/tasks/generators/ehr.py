@@ -1,7 +1,7 @@
 """Generated EHR-querying tasks over the synthetic MIMIC-III, eICU and TREQS databases.
 
 Each category enumerates every question it can ask of one shared database per schema
-(files/ehr/synthetic_<schema>_s<seed>_p<patients>.sqlite under ctx.out_dir, built on first use and sized by
+(files/ehr/<schema>_<content hash>.sqlite under ctx.out_dir, built on first use and sized by
 ctx.suite_per_category), keeps the questions whose split key falls in ctx.split, shuffles them with the split's rng,
 and yields those whose reference SQL gives a non-empty answer. `reference_code` opens the same database by its
 relative path, runs the same SQL and applies the same conversion (one expression, evaluated here and embedded there).
@@ -14,6 +14,7 @@ train and test ask about disjoint patients and entities; the same patient is hel
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -85,18 +86,49 @@ def n_patients(suite_per_category: int) -> int:
     return min(MAX_PATIENTS, max(DEFAULT_PATIENTS, suite_per_category // 2))
 
 
-def db_relpath(schema: str, seed: int, patients: int = DEFAULT_PATIENTS) -> str:
-    return f"files/ehr/synthetic_{schema}_s{seed}_p{patients}.sqlite"
+def db_relpath(schema: str, content_sha256: str) -> str:
+    """The database's name: its schema and a prefix of its bytes' SHA-256, nothing of how it was generated.
+
+    The agent reads this name in the prompt; a seed or a size in it would tell a policy which generation it
+    faces (and a train and a test suite apart). The content hash keeps identity: the same bytes, one file.
+    """
+    return f"files/ehr/{schema}_{content_sha256[:16]}.sqlite"
+
+
+# (out_dir, schema, seed, patients) -> the relative path built for them in this process. The name no longer
+# says which parameters made a file, so this is how a second category finds the database the first one built.
+_BUILT: dict[tuple[str, str, int, int], str] = {}
 
 
 def ensure_db(ctx: GenContext, schema: str) -> str:
-    """Build the shared database for (out_dir, seed, size) once; later calls reuse the file (same bytes)."""
+    """Build the shared database for (out_dir, seed, size) once per process; later calls reuse the file.
+
+    A new process builds it again (seconds) and, the build being byte-for-byte deterministic, finds the same
+    name: an existing file is left as it is.
+    """
     size = n_patients(ctx.suite_per_category)
-    rel = db_relpath(schema, ctx.seed, size)
-    path = Path(ctx.out_dir) / rel
-    if not path.is_file():
-        build_database(schema, path, seed=ctx.seed, n_patients=size)  # type: ignore[arg-type]
+    out_dir = Path(ctx.out_dir)
+    key = (str(out_dir.resolve()), schema, ctx.seed, size)
+    rel = _BUILT.get(key)
+    if rel is not None and (out_dir / rel).is_file():
+        return rel
+    scratch = out_dir / "files" / "ehr" / f".{schema}.{os.getpid()}.building.sqlite"
+    build_database(schema, scratch, seed=ctx.seed, n_patients=size)  # type: ignore[arg-type]
+    rel = db_relpath(schema, _sha256(scratch))
+    if (out_dir / rel).is_file():
+        scratch.unlink()
+    else:
+        scratch.replace(out_dir / rel)
+    _BUILT[key] = rel
     return rel
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def convert(rows: list[tuple[Any, ...]], kind: str) -> Any:
