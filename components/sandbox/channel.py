@@ -9,9 +9,14 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from components.sandbox.protocol import ExecResult
+
+WORKDIR = "/work"  # where code runs and uploads land, in both backends
+UPLOAD_TIMEOUT_S = 120.0
 
 
 class ChannelError(RuntimeError):
@@ -84,3 +89,27 @@ def exec_result(reply: dict, notice: str = "") -> ExecResult:
 
 def _decode(b64: str) -> str:
     return base64.b64decode(b64).decode("utf-8", "replace")
+
+
+def put_header(dest: str, mode: int) -> dict[str, Any]:
+    """The `put` request for an upload to `dest` (relative to /work, or under it); anything outside is refused."""
+    rel = dest[len(WORKDIR) + 1 :] if dest.startswith(WORKDIR + "/") else dest
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if rel.startswith("/") or ".." in parts or not parts:
+        raise ValueError(f"upload destination {dest!r} is outside the sandbox working dir ({WORKDIR})")
+    return {"op": "put", "path": rel, "mode": mode & 0o777}
+
+
+def dir_uploads(src: Path, dest: str) -> Iterator[tuple[Path, str]]:
+    """(file, destination) for every regular file under `src`; links on the host side are not followed either."""
+    src = Path(src)
+    if not src.is_dir():
+        raise NotADirectoryError(f"upload_dir: {src} is not a directory")
+    for path in sorted(src.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            yield path, f"{dest.rstrip('/')}/{path.relative_to(src).as_posix()}"
+
+
+def check_put_reply(reply: dict, dest: str) -> None:
+    if not reply.get("ok"):
+        raise OSError(f"upload of {dest!r} failed: {reply.get('error')}")

@@ -15,13 +15,17 @@ import time
 from pathlib import Path
 
 from components.sandbox.channel import (
+    UPLOAD_TIMEOUT_S,
     ChannelClosed,
     ChannelError,
+    check_put_reply,
+    dir_uploads,
     exec_header,
     exec_result,
     max_exec_reply,
+    put_header,
 )
-from components.sandbox.docker_container import WORKDIR, RunnerContainer, docker_client
+from components.sandbox.docker_container import RunnerContainer, docker_client
 from components.sandbox.docker_image import default_image
 from components.sandbox.docker_pool import DockerPool
 from components.sandbox.docker_reaper import reap_orphans
@@ -32,7 +36,6 @@ __all__ = ["DEFAULT_IMAGE", "DockerPool", "DockerSandbox", "docker_available", "
 DEFAULT_IMAGE = default_image()
 DEFAULT_LIMITS = Limits()
 BACKSTOP_GRACE_S = 5.0  # the runner answers right at its deadline; this covers kill and drain time
-UPLOAD_TIMEOUT_S = 120.0
 
 
 def docker_available(image: str = DEFAULT_IMAGE) -> bool:
@@ -135,31 +138,21 @@ class DockerSandbox:
         )
 
     def upload_file(self, src: Path, dest: str) -> None:
-        self._put(Path(src).read_bytes(), dest, Path(src).stat().st_mode)
+        self._put(Path(src), dest)
 
     def upload_dir(self, src: Path, dest: str) -> None:
-        src = Path(src)
-        if not src.is_dir():
-            raise NotADirectoryError(f"upload_dir: {src} is not a directory")
-        for path in sorted(src.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                rel = path.relative_to(src).as_posix()
-                self._put(path.read_bytes(), f"{dest.rstrip('/')}/{rel}", path.stat().st_mode)
+        for path, to in dir_uploads(src, dest):
+            self._put(path, to)
 
-    def _put(self, data: bytes, dest: str, mode: int) -> None:
-        rel = dest[len(WORKDIR) + 1 :] if dest.startswith(WORKDIR + "/") else dest
-        parts = [p for p in rel.split("/") if p not in ("", ".")]
-        if rel.startswith("/") or ".." in parts or not parts:
-            raise ValueError(f"upload destination {dest!r} is outside the sandbox working dir ({WORKDIR})")
+    def _put(self, src: Path, dest: str) -> None:
+        header = put_header(dest, src.stat().st_mode)
         box = self._live_box()
         try:
-            reply = box.request({"op": "put", "path": rel, "mode": mode & 0o777}, data,
-                                timeout_s=UPLOAD_TIMEOUT_S, max_reply=64 * 1024)
+            reply = box.request(header, src.read_bytes(), timeout_s=UPLOAD_TIMEOUT_S, max_reply=64 * 1024)
         except ChannelError as exc:
             box.destroy()
             raise OSError(f"upload of {dest!r} failed: {exc}") from exc
-        if not reply.get("ok"):
-            raise OSError(f"upload of {dest!r} failed: {reply.get('error')}")
+        check_put_reply(reply, dest)
 
     def close(self) -> None:
         if self._closed:

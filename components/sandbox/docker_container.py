@@ -19,7 +19,14 @@ import docker
 import docker.errors
 from docker.types import Ulimit
 
-from components.sandbox.channel import ChannelClosed, ChannelError, ChannelTimeout, FrameBuffer, encode_request
+from components.sandbox.channel import (
+    WORKDIR,
+    ChannelClosed,
+    ChannelError,
+    ChannelTimeout,
+    FrameBuffer,
+    encode_request,
+)
 from components.sandbox.protocol import Limits
 
 __all__ = ["ChannelClosed", "ChannelError", "ChannelTimeout", "RunnerContainer", "docker_client"]
@@ -29,7 +36,6 @@ LABEL_OWNER_PID = "medgym.owner_pid"
 LABEL_OWNER_START = "medgym.owner_start"
 LABEL_OWNER_HOST = "medgym.owner_host"
 
-WORKDIR = "/work"
 SANDBOX_USER = "1000:1000"
 # The runner (python + preloaded numpy/pandas) lives in the same memory cgroup as the code; it gets this much on
 # top of limits.memory_mb so the code itself has the whole budget.

@@ -32,25 +32,28 @@ from pathlib import Path
 from types import TracebackType
 
 from components.sandbox.channel import (
+    UPLOAD_TIMEOUT_S,
+    WORKDIR,
     ChannelClosed,
     ChannelError,
     ChannelTimeout,
     FrameBuffer,
+    check_put_reply,
+    dir_uploads,
     encode_request,
     exec_header,
     exec_result,
     max_exec_reply,
+    put_header,
 )
 from components.sandbox.protocol import ExecResult, Limits
 from components.sandbox.runtime import Runtime, ensure_runtime, host_site_dirs
 
 RUNNER = Path(__file__).with_name("runner.py")
-WORKDIR = "/work"
 RUNTIME_IN_ROOT = "/opt/medgym/env"
 UID_BASE, UID_COUNT = 3_000_000, 4096  # far above login uids and the usual /etc/subuid ranges
 STARTUP_TIMEOUT_S = 60.0
 BACKSTOP_GRACE_S = 15.0  # the runner enforces the deadline; the host only steps in if the runner itself hangs
-UPLOAD_TIMEOUT_S = 120.0
 
 
 class SandboxError(RuntimeError):
@@ -259,31 +262,21 @@ class ProcessSandbox:
                               duration_s=time.monotonic() - start)
 
     def upload_file(self, src: Path, dest: str) -> None:
-        self._put(Path(src).read_bytes(), dest, Path(src).stat().st_mode)
+        self._put(Path(src), dest)
 
     def upload_dir(self, src: Path, dest: str) -> None:
-        src = Path(src)
-        if not src.is_dir():
-            raise NotADirectoryError(f"upload_dir: {src} is not a directory")
-        for path in sorted(src.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                self._put(path.read_bytes(), f"{dest.rstrip('/')}/{path.relative_to(src).as_posix()}",
-                          path.stat().st_mode)
+        for path, to in dir_uploads(src, dest):
+            self._put(path, to)
 
-    def _put(self, data: bytes, dest: str, mode: int) -> None:
-        rel = dest[len(WORKDIR) + 1 :] if dest.startswith(WORKDIR + "/") else dest
-        parts = [p for p in rel.split("/") if p not in ("", ".")]
-        if rel.startswith("/") or ".." in parts or not parts:
-            raise ValueError(f"upload destination {dest!r} is outside the sandbox working dir ({WORKDIR})")
+    def _put(self, src: Path, dest: str) -> None:
+        header = put_header(dest, src.stat().st_mode)
         self._ensure_runner()
         try:
-            reply = self._request({"op": "put", "path": rel, "mode": mode & 0o777}, data,
-                                  timeout_s=UPLOAD_TIMEOUT_S, max_reply=64 * 1024)
+            reply = self._request(header, src.read_bytes(), timeout_s=UPLOAD_TIMEOUT_S, max_reply=64 * 1024)
         except ChannelError as exc:
             self._kill_runner()
             raise OSError(f"upload of {dest!r} failed: {exc}") from exc
-        if not reply.get("ok"):
-            raise OSError(f"upload of {dest!r} failed: {reply.get('error')}")
+        check_put_reply(reply, dest)
 
     def close(self) -> None:
         if self._closed:

@@ -839,8 +839,6 @@ def main() -> None:
         except OSError as exc:
             sys.stderr.write(f"[runner] could not bring lo up: {exc}\n")
         os.execve(cfg["python"], [cfg["python"], "-I", RUNNER_IN_ROOT, "serve", json.dumps(cfg)], cfg["env"])
-    if mode == "container":
-        cfg.setdefault("limits", {"max_open_files": 256, "max_file_mb": 64, "memory_mb": 1024, "max_processes": 64})
     _serve(cfg)
 
 
