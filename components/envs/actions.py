@@ -65,7 +65,7 @@ _JSON_LANGS = ("json", "")
 Found = RunCode | InspectData | SubmitAnswer | ParseError
 
 
-def parse_action(text: str) -> RunCode | InspectData | SubmitAnswer | ParseError:
+def parse_action(text: str) -> Found:
     """Read one action from model output: the first action in the text, by position.
 
     An action is a ```json (or unlabelled) fence holding a JSON object with a "type" key, such an object bare
@@ -75,8 +75,11 @@ def parse_action(text: str) -> RunCode | InspectData | SubmitAnswer | ParseError
     when it ignored some.
     """
     found = find_actions(text)
-    if found:
-        return found[0]
+    return found[0] if found else no_action(text)
+
+
+def no_action(text: str) -> ParseError:
+    """The ParseError for a reply in which `find_actions` found nothing."""
     if _FENCE.search(text):
         return ParseError(problem="found a fenced block, but neither a JSON action nor Python code", text=text)
     return ParseError(problem="no JSON action object and no ```python block found", text=text)
@@ -86,12 +89,15 @@ def find_actions(text: str) -> list[Found]:
     """Every action in `text`, in order of where it starts; a JSON object with a "type" that is not a valid
     action is there as a ParseError (an attempted action that failed)."""
     found: list[tuple[int, Found]] = []
-    outside = list(text)  # the text with fenced blocks blanked, same length: braces inside a fence are not prose
+    outside: list[str] = []  # the text with fenced blocks blanked, same length: braces inside a fence are not prose
+    prose_from = 0
     for m in _FENCE.finditer(text):
-        outside[m.start() : m.end()] = " " * (m.end() - m.start())
+        outside += [text[prose_from : m.start()], " " * (m.end() - m.start())]
+        prose_from = m.end()
         action = _fenced_action(m.group(1).lower(), m.group(2), text)
         if action is not None:
             found.append((m.start(), action))
+    outside.append(text[prose_from:])
     for start, obj in _json_objects("".join(outside)):
         found.append((start, _validate(obj, text)))
     return [a for _, a in sorted(found, key=lambda pair: pair[0])]
@@ -130,7 +136,7 @@ def _json_objects(text: str) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-def _validate(obj: dict[str, Any], text: str) -> RunCode | InspectData | SubmitAnswer | ParseError:
+def _validate(obj: dict[str, Any], text: str) -> Found:
     try:
         return _ACTION_ADAPTER.validate_python(obj)
     except ValidationError as exc:

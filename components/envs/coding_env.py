@@ -27,7 +27,7 @@ from components.envs.actions import (
     RunCode,
     SubmitAnswer,
     find_actions,
-    parse_action,
+    no_action,
 )
 from components.envs.episode import Check, Episode, Turn, classify_outcome
 from components.envs.feedback import ErrorContext, ErrorInfo
@@ -149,7 +149,8 @@ class CodingEnv:
             raise RuntimeError(f"episode {ep.episode_id} is over ({ep.outcome.value}); call reset")
         start = time.monotonic()
         raw = action if isinstance(action, str) else None
-        parsed = parse_action(action) if isinstance(action, str) else action
+        found = find_actions(raw) if raw is not None else [action]  # parse_action, keeping every action found
+        parsed = found[0] if found else no_action(raw)
         turn = Turn(index=len(ep.turns), raw_text=raw, observation="")
         if isinstance(parsed, ParseError):
             turn.parse_error = parsed.problem
@@ -163,8 +164,8 @@ class CodingEnv:
                 self._inspect(parsed, turn)
             else:
                 self._submit(parsed, turn)
-        if raw is not None:
-            self._note_ignored_actions(raw, turn)
+        if len(found) > 1:
+            self._note_ignored_actions(len(found), turn)
         ep.turns.append(turn)
         if turn.error is not None:
             ep.error_kinds[turn.error.kind] = ep.error_kinds.get(turn.error.kind, 0) + 1
@@ -243,13 +244,8 @@ class CodingEnv:
         turn.observation = feedback.render(ctx, explanation, result.truncated, self._clip(result.stdout))
 
     def _inspect(self, action: InspectData, turn: Turn) -> None:
-        marker = inspect_data.new_marker()
-        snippet = inspect_data.build_snippet(
-            action.path, action.column, action.value, self.config.inspect_max_values, marker=marker
-        )
-        result = self._exec(snippet)
+        result, info = self._run_inspection(action.path, action.column, action.value)
         turn.exec_result = result
-        info = inspect_data.parse_result(result, marker)
         if "error" in info:
             turn.error = ErrorInfo(kind="InspectDataError", message=str(info["error"]))
         turn.observation = self._clip(inspect_data.render(info))
@@ -271,16 +267,15 @@ class CodingEnv:
 
     # ---------------------------------------------------------------- helpers
     @staticmethod
-    def _note_ignored_actions(raw: str, turn: Turn) -> None:
+    def _note_ignored_actions(n_found: int, turn: Turn) -> None:
         """Say so when a reply held more than one action: only the first was taken (see parse_action)."""
-        found = find_actions(raw)
-        if len(found) < 2 or turn.action is None:
+        if turn.action is None:
             return
-        turn.metadata["ignored_actions"] = len(found) - 1
+        turn.metadata["ignored_actions"] = n_found - 1
         if isinstance(turn.action, SubmitAnswer):  # the episode is over: nothing left to advise
             return
         turn.observation += (
-            f"\n\nNote: your reply held {len(found)} actions; only the first ({turn.action.type}) was taken. "
+            f"\n\nNote: your reply held {n_found} actions; only the first ({turn.action.type}) was taken. "
             "Send one action per turn and wait for its result."
         )
 
@@ -301,11 +296,18 @@ class CodingEnv:
         return self._sandbox.exec(code, timeout_s=self.config.exec_timeout_s)
 
     def _inspect_info(self, path: str) -> dict[str, Any]:
+        return self._run_inspection(path, row_counts=False)[1]
+
+    def _run_inspection(
+        self, path: str, column: str | None = None, value: str | None = None, row_counts: bool = True
+    ) -> tuple[ExecResult, dict[str, Any]]:
+        """Run the inspection snippet under a fresh marker; its result and what it reported."""
         marker = inspect_data.new_marker()
         snippet = inspect_data.build_snippet(
-            path, max_values=self.config.inspect_max_values, row_counts=False, marker=marker
+            path, column, value, self.config.inspect_max_values, row_counts=row_counts, marker=marker
         )
-        return inspect_data.parse_result(self._exec(snippet), marker)
+        result = self._exec(snippet)
+        return result, inspect_data.parse_result(result, marker)
 
     def _explanation(self, ctx: ErrorContext, turn: Turn) -> tuple[str, Literal["rule", "llm"]]:
         if self.config.feedback == "llm" and self._explain is not None:

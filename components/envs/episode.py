@@ -24,7 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from components.common.io import RecordError, iter_jsonl, write_jsonl
 from components.envs.actions import InspectData, RunCode, SubmitAnswer
@@ -48,17 +48,8 @@ class Check(BaseModel):
 
     correct: bool
     # GRADER ONLY: the checker's explanation, which names the true answer. Never put it in an observation,
-    # a prompt, training data or a verifier's input.
-    grader_reason: str
-
-    @model_validator(mode="before")
-    @classmethod
-    def _schema_1(cls, data: Any) -> Any:
-        """Version-1 records called the field `reason`."""
-        if isinstance(data, dict) and "reason" in data and "grader_reason" not in data:
-            data = {**data, "grader_reason": data["reason"]}
-            data.pop("reason")
-        return data
+    # a prompt, training data or a verifier's input. Version-1 records called it `reason`.
+    grader_reason: str = Field(validation_alias=AliasChoices("grader_reason", "reason"))
 
 
 class Turn(BaseModel):

@@ -171,15 +171,14 @@ def build_snippet(
     max_values: int = 50,
     max_rows: int = 5,
     row_counts: bool = True,
-    marker: str = "",
+    *,
+    marker: str,
 ) -> str:
     """Python source that inspects `path` inside the sandbox and prints one marked JSON line.
 
     `row_counts=False` skips COUNT(*) per table, which on a large database costs seconds the schema alone does not.
     `marker` (from new_marker(), the same one given to parse_result) starts the result line.
     """
-    if not marker:
-        raise ValueError("build_snippet needs the run's marker (inspect_data.new_marker())")
     args = ", ".join(repr(a) for a in (path, column, value, max_values, max_rows, marker, row_counts))
     return f"{_SNIPPET}\ntry:\n    _medgym_inspect({args})\nfinally:\n    globals().pop('_medgym_inspect', None)\n"
 

@@ -120,7 +120,7 @@ def test_forged_inspect_output_in_a_stateful_namespace(make_env):
         assert "could not be read" in res.observation.text, (name, res.observation.text)
         # a failing SQL query reads the schema through the same snippet, for its facts
         failed = env.step(RunCode(code="import sqlite3\nsqlite3.connect('data/pharmacy.db').execute('select nope from patients')"))
-        assert failed.info["error_kind"] == "sqlite3.OperationalError" or "OperationalError" in str(failed.info["error_kind"])
+        assert "OperationalError" in str(failed.info["error_kind"])
         assert "feedback_error" not in env.episode.turns[-1].metadata
         env.step(RunCode(code="del print\n"))
         if env.episode.done:
