@@ -36,12 +36,19 @@ class RegroundResult:
     line: int | None
     id: str
     query: str  # the SQL as run (current_time pinned)
-    answer: list[str]  # the release's form: every cell as a string, rows run together
-    nonempty: bool
-    error: str | None = None
-    # the result as SQLite returns it: rows of typed cells, which the ground truth keeps (the flat form above
+    # the result as SQLite returns it: rows of typed cells, which the ground truth keeps (the flat `answer`
     # cannot tell ['urgent', 1] from ['1', 'urgent'], nor one row of two columns from two rows of one)
     rows: list[list[Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def answer(self) -> list[str]:
+        """The release's form: every cell as a string, rows run together."""
+        return format_answer(self.rows)
+
+    @property
+    def nonempty(self) -> bool:
+        return self.error is None and is_nonempty(self.answer)
 
 
 def format_answer(rows: list[tuple[Any, ...]] | list[list[Any]]) -> list[str]:
@@ -96,8 +103,7 @@ def _run_all(rows: list[tuple[int | None, dict]], schema: str, db_path: Path) ->
         for line, row in rows:
             sql = postprocess(row["query"], schema)
             rows_out, err = run_rows(con, sql)
-            answer = format_answer(rows_out)
-            out.append(RegroundResult(line, row["id"], sql, answer, err is None and is_nonempty(answer), err, rows_out))
+            out.append(RegroundResult(line, row["id"], sql, rows_out, err))
     finally:
         con.close()
     return out

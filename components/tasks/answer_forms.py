@@ -57,12 +57,15 @@ _PERCENT = _GROUP_OF["%"]
 _ANY_UNIT = frozenset(_GROUP_OF) - _PERCENT
 
 
+_WHITESPACE = re.compile(r"\s+")
+
+
 def unit_key(text: str) -> str:
     """One spelling per unit: no spaces, case folded, '²' and '^2' as '2', micro as 'u'."""
     t = text.strip().strip("()[]").strip().rstrip(".")
     for a, b in (("²", "2"), ("³", "3"), ("^", ""), ("µ", "u"), ("μ", "u"), ("·", ""), ("⋅", "")):
         t = t.replace(a, b)
-    return re.sub(r"\s+", "", t).casefold()
+    return _WHITESPACE.sub("", t).casefold()
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class UnitRule:
     asked: str | None = None
 
     @classmethod
+    @lru_cache(maxsize=512)  # per numeric check; specs name few units
     def for_spec(cls, unit: str | None, kind: ValueKind | None) -> UnitRule:
         if kind in (ValueKind.PROBABILITY, ValueKind.P_VALUE):
             return cls(frozenset(), "a plain number between 0 and 1")
@@ -195,6 +199,7 @@ def parse_number(value: Any, rule: UnitRule = ANY_UNIT) -> float:
 _MDY = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
 # ISO 8601: a date, optionally with a time (after 'T' or a space) and a zone
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")  # a stored truth's ISO form: the date alone
 
 
 def parse_date(value: Any) -> datetime.date:
@@ -218,12 +223,15 @@ _WEEKS_DAYS = re.compile(
     r"\(?\s*'?(\d+)\s*(?:weeks?|wks?|w)'?\s*(?:,\s*(?:and\s+)?|and\s+)?'?(\d+)\s*(?:days?|d)'?\s*\)?", re.I)
 
 
+_WHOLE = {word: re.compile(r"\s*(\d+)\s*(?:" + word.rstrip("s") + r"s?)?\s*", re.I) for word in ("weeks", "days")}
+
+
 def _whole(value: Any, word: str) -> int:
     """A whole number of `word` ('weeks' or 'days'): 19, 19.0, '19' or '19 weeks' (never '19 days')."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise Unparsable(f"expected a whole number of {word}, got {value!r}")
     if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:" + word.rstrip("s") + r"s?)?\s*", value, re.I)
+        m = _WHOLE[word].fullmatch(value)
         if not m:
             raise Unparsable(f"expected a whole number of {word}, got {value!r}")
         return int(m[1])
@@ -275,7 +283,7 @@ def string_form(truth: Any) -> str | None:
     if not isinstance(truth, str):
         return None
     text = truth.strip()
-    if _MDY.fullmatch(text) or re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+    if _MDY.fullmatch(text) or _ISO_DATE.fullmatch(text):
         return "date"
     if _WEEKS_DAYS.fullmatch(text):
         return "weeks_days"
@@ -310,7 +318,8 @@ def typed_cell(text: str) -> int | float | str | None:
     return text
 
 
-_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+# a number as a list element or a bare list's part may be written: no unit, no thousands separator
+PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
@@ -322,7 +331,7 @@ def split_bare_list(text: str) -> list[str] | None:
     """
     t = _normalise(text)
     parts = [p.strip() for p in t.split(",")]
-    if len(parts) < 2 or not all(_PLAIN_NUMBER.fullmatch(p) for p in parts):
+    if len(parts) < 2 or not all(PLAIN_NUMBER.fullmatch(p) for p in parts):
         return None
     if _THOUSANDS.fullmatch(t):
         raise Unparsable(f"{text!r} is ambiguous: one number with a thousands separator, or a list")

@@ -13,8 +13,6 @@ probability in [0, 1], a p-value compared in relative terms, a count non-negativ
 from __future__ import annotations
 
 import math
-import re
-import textwrap
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +23,7 @@ from components.sandbox.protocol import Sandbox
 from components.tasks import code_judge
 from components.tasks.answer_forms import (
     CANONICAL_NUMBER,
+    PLAIN_NUMBER,
     TRUTH_UNITS,
     UnitRule,
     Unparsable,
@@ -38,15 +37,12 @@ from components.tasks.answer_forms import (
     split_bare_list,
     string_form,
 )
-from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Task, ValueKind
+from components.tasks.record import AnswerSpec, AnswerType, Task, ValueKind
 
 
 class CheckResult(BaseModel):
     correct: bool
     reason: str
-
-
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def is_missing(value: Any) -> bool:
@@ -134,7 +130,7 @@ def _canonical_element(value: Any, case_sensitive: bool) -> str:
     """One comparable form for list/set elements: numbers by value ("10" == 10.0), text normalised."""
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"\s*" + _NUMBER.pattern + r"\s*", value)):
+    if isinstance(value, (int, float)) or (isinstance(value, str) and PLAIN_NUMBER.fullmatch(value.strip())):
         x = float(value)
         if math.isfinite(x):
             return repr(round(x, 6) + 0.0)
@@ -308,17 +304,6 @@ def spec_asked(task: Task) -> AnswerSpec:
     if spec.kind is None and (kind := asked_kind(task.prompt)) is not None:
         update["kind"] = kind
     return spec.model_copy(update=update) if update else spec
-
-
-def insert_submission(harness: str, code: str) -> str:
-    """Put `code` where the harness has SUBMISSION_SLOT, indented as the slot is (BioCoder puts methods in classes)."""
-    at = harness.index(SUBMISSION_SLOT)
-    line_start = harness.rfind("\n", 0, at) + 1
-    indent = harness[line_start:at]
-    if indent.strip():  # the slot sits after other text on its line: insert verbatim
-        return harness.replace(SUBMISSION_SLOT, code, 1)
-    body = textwrap.indent(textwrap.dedent(code), indent).lstrip(" \t") if indent else code
-    return harness[:at] + body + harness[at + len(SUBMISSION_SLOT):]
 
 
 def check_code(spec: AnswerSpec, submitted: Any, sandbox: Sandbox, timeout_s: float = 30.0) -> CheckResult:

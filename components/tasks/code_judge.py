@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from components.sandbox.protocol import ExecResult, Sandbox
+from components.tasks.record import SUBMISSION_SLOT
 
 JUDGE_SOURCE = (Path(__file__).with_name("judge_program.py")).read_text()
 DEFAULT_VARIANTS = 3
@@ -40,6 +41,17 @@ def run_judge(sandbox: Sandbox, config: dict[str, Any], timeout_s: float) -> dic
     return report
 
 
+def insert_submission(harness: str, code: str) -> str:
+    """Put `code` where the harness has SUBMISSION_SLOT, indented as the slot is (BioCoder puts methods in classes)."""
+    at = harness.index(SUBMISSION_SLOT)
+    line_start = harness.rfind("\n", 0, at) + 1
+    indent = harness[line_start:at]
+    if indent.strip():  # the slot sits after other text on its line: insert verbatim
+        return harness.replace(SUBMISSION_SLOT, code, 1)
+    body = textwrap.indent(textwrap.dedent(code), indent).lstrip(" \t") if indent else code
+    return harness[:at] + body + harness[at + len(SUBMISSION_SLOT):]
+
+
 def with_recorder(code: str, target: str) -> str:
     """The submission followed by the line that wraps its target (at the submission's own indentation)."""
     return f"{textwrap.dedent(code).rstrip()}\n{target} = _medgym_record({target})\n"
@@ -48,8 +60,6 @@ def with_recorder(code: str, target: str) -> str:
 def trace(sandbox: Sandbox, harness: str, target: str, code: str, variants: int = DEFAULT_VARIANTS,
           timeout_s: float = 60.0) -> list[list[dict[str, Any]]]:
     """Every call `harness` makes to `target` with `code` in its slot, per seed variant, as plain values."""
-    from components.tasks.checkers import insert_submission  # the checkers import this module
-
     program = insert_submission(harness, with_recorder(code, target))
     runs = run_judge(sandbox, {"mode": "trace", "program": program, "variants": variants}, timeout_s).get("runs")
     if not isinstance(runs, list):

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
@@ -41,11 +42,12 @@ class ValidationReport(BaseModel):
     answer_spread: list[Spread] = Field(default_factory=list)
 
 
-def tasks_frame(path: Path) -> pd.DataFrame:
-    """One row per task, flattened to the columns the expectations read (no pydantic: GE must see bad rows)."""
+def tasks_frame(path: Path, records: list[tuple[int, dict[str, Any]]] | None = None) -> pd.DataFrame:
+    """One row per task, flattened to the columns the expectations read (no pydantic: GE must see bad rows);
+    `records` are the file's (line, object) pairs where the caller has read them already."""
     root = path.parent
     rows = []
-    for lineno, obj in iter_jsonl(path):
+    for lineno, obj in iter_jsonl(path) if records is None else records:
         spec = obj.get("answer_spec") if isinstance(obj.get("answer_spec"), dict) else {}
         files = obj.get("context_files") or []
         rows.append({
@@ -86,11 +88,12 @@ def validate_tasks(path: Path) -> ValidationReport:
     import great_expectations as gx
 
     logging.getLogger("great_expectations").setLevel(logging.WARNING)  # it logs its temp dirs at INFO
-    frame = tasks_frame(path)
+    records = list(iter_jsonl(path))
+    frame = tasks_frame(path, records)
     if frame.empty:
         return ValidationReport(path=str(path), rows=0, success=False,
                                 failures=[Failure(expectation="non-empty file", column=None, unexpected=[], unexpected_count=0)])
-    spreads = suite_spread(_valid_tasks(path))
+    spreads = suite_spread(_valid_tasks(records))
     bound_failure = _bound_failure(spreads, _generated_categories(frame))
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = {"globally": False}
@@ -112,10 +115,10 @@ def validate_tasks(path: Path) -> ValidationReport:
                             failures=failures, answer_spread=spreads)
 
 
-def _valid_tasks(path: Path) -> list[Task]:
+def _valid_tasks(records: list[tuple[int, dict[str, Any]]]) -> list[Task]:
     """The rows that are valid tasks; the others are reported by the expectations."""
     tasks = []
-    for _, obj in iter_jsonl(path):
+    for _, obj in records:
         try:
             tasks.append(Task.model_validate(obj))
         except ValidationError:

@@ -119,7 +119,13 @@ def contig_file(rng: random.Random) -> FastaFile:
 
 # ---- questions --------------------------------------------------------------------------------------------
 
-CODONS = tuple(a + b + c for a in "ACGT" for b in "ACGT" for c in "ACGT")
+
+def all_kmers(k: int) -> tuple[str, ...]:
+    """Every DNA word of length k, in alphabetical order."""
+    return tuple("".join(p) for p in product("ACGT", repeat=k))
+
+
+CODONS = all_kmers(3)
 ABSENT_SHARE = 0.1  # count questions about a k-mer or codon the record lacks (answer 0)
 SEQ_NOTE = "Answer with the sequence as one string of letters (no spaces or line breaks)."
 
@@ -187,7 +193,7 @@ def ask_kmer(rng: random.Random, rel: str, f: FastaFile) -> Question:
                   f"alphabetically first of them.")
         return Question(prompt, st.most_frequent_kmer, (rid, k), SEQUENCE)
     k = rng.randint(2, 5)
-    kmer = by_count(rng, Counter(seq[i:i + k] for i in range(len(seq) - k + 1)), ["".join(p) for p in product("ACGT", repeat=k)])
+    kmer = by_count(rng, Counter(seq[i:i + k] for i in range(len(seq) - k + 1)), all_kmers(k))
     prompt = (f"{_intro(rel)} How many times does the {k}-mer {kmer} occur in record {rid}, counting overlapping "
               f"occurrences (e.g. AA occurs twice in AAA) on the forward strand only? Answer with an integer.")
     return Question(prompt, st.kmer_count, (rid, kmer), INTEGER)

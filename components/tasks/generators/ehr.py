@@ -124,11 +124,8 @@ def ensure_db(ctx: GenContext, schema: str) -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def convert(rows: list[tuple[Any, ...]], kind: str) -> Any:

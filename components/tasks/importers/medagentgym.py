@@ -21,7 +21,6 @@ from components.common.io import RecordError, iter_jsonl_lenient
 from components.sandbox.protocol import Sandbox
 from components.tasks import code_judge
 from components.tasks.answer_forms import asked_unit, format_weeks_days, parse_date, parse_weeks_days, string_form
-from components.tasks.checkers import insert_submission
 from components.tasks.record import SUBMISSION_SLOT, AnswerSpec, AnswerType, Domain, Task, ValueKind, save_tasks
 
 # Datasets whose tasks cannot run without material that the release does not ship.
@@ -164,13 +163,13 @@ def biocoder_task(row: dict[str, Any], path: Path, line: int, base: dict[str, An
     # Some release contexts already define the target function after the slot, so any submission would
     # pass by calling the context's own copy; the harness must hold only the submission's definition.
     context, leaked = strip_definitions(context, name.group(1))
-    # BioCoder checks a function by running its context program with the function inserted and comparing the
-    # output with the reference's; the expected output is taken by running the reference in the sandbox.
+    # BioCoder checks a function by running its context program with the function inserted; every call to it is
+    # traced and compared with the reference's trace, taken in the sandbox (`take_reference_outputs`).
     spec = AnswerSpec(type=AnswerType.CODE, tests=context, target=name.group(1))
     prompt = (f"{problem}\n\nWrite the function `{signature}`. It is inserted into a larger program that "
               f"provides the imports and helpers it uses. Submit the function's code.")
     return Task(**base, category="biocoder", domain=Domain.BIOINFO, prompt=prompt, answer=solution,
-                answer_spec=spec, reference_code=insert_submission(context, solution),
+                answer_spec=spec, reference_code=code_judge.insert_submission(context, solution),
                 metadata={"idx": row.get("idx"), "signature": signature, "leaked_definitions_removed": leaked})
 
 
