@@ -30,6 +30,7 @@ from components.envs.actions import (
     no_action,
 )
 from components.envs.episode import Check, Episode, Turn, classify_outcome
+from components.envs.prompt import SYSTEM_PROMPT
 from components.envs.feedback import ErrorContext, ErrorInfo
 from components.sandbox.protocol import ExecResult, Limits, Sandbox
 from components.tasks.checkers import check_answer, is_missing
@@ -137,6 +138,7 @@ class CodingEnv:
             dataset=task.dataset,
             category=task.category,
             domain=task.domain.value,
+            system_prompt=SYSTEM_PROMPT,
             first_observation=first,
             env_config=self.config.model_dump(mode="json"),
         )
@@ -198,6 +200,17 @@ class CodingEnv:
             info.update(outcome=ep.outcome.value, correct=bool(ep.check and ep.check.correct))
         obs = Observation(text=turn.observation, turn=len(ep.turns), turns_left=max(left, 0), files=self.files)
         return StepResult(observation=obs, reward=ep.reward if done else 0.0, done=done, info=info)
+
+    def end_for_context(self, reason: str) -> None:
+        """End the episode before a model call that would not fit the model's context (outcome context_limit).
+
+        The policy's caller knows the context; ending here keeps the record whole instead of a cut prompt.
+        """
+        ep = self.episode
+        if ep.done:
+            return
+        ep.truncation = reason
+        self._finish(context_limit=True)
 
     def close(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
@@ -348,7 +361,7 @@ class CodingEnv:
             if self.config.stateful
             else "Each run_code starts a fresh Python interpreter: variables do not carry over between turns."
         )
-        parts = [task.prompt.strip(), files, ACTION_FORMAT]
+        parts = [task.prompt.strip(), files]  # the actions are listed in the system prompt
         if task.answer_spec.type == AnswerType.CODE:
             parts.append(
                 'This is a coding task: submit the complete program as a string in "answer"; '
@@ -359,9 +372,9 @@ class CodingEnv:
         )
         return "\n\n".join(parts)
 
-    def _finish(self) -> None:
+    def _finish(self, context_limit: bool = False) -> None:
         ep = self.episode
-        ep.outcome = classify_outcome(ep.submitted, ep.check, ep.loop_detected)
+        ep.outcome = classify_outcome(ep.submitted, ep.check, ep.loop_detected, context_limit)
         ep.reward = 1.0 if ep.check is not None and ep.check.correct else 0.0
         ep.duration_s = time.monotonic() - self._started
         self.close()

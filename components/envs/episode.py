@@ -9,6 +9,7 @@ Outcome precedence (first that applies):
   stuck_loop    no correct answer, and the same code or the same error came N times in a row at some point
   wrong_answer  submitted, checked wrong, no loop seen
   no_answer     the turn limit came without a submission, no loop seen
+  context_limit the next model call would not fit the model's context: ended before it (see `truncation`)
 A loop outranks wrong_answer and no_answer because it names the cause: the agent stopped making progress.
 
 The checker's reason ('1 outside [27.4474, 30.3366]') states the true answer, so the record keeps it in one
@@ -20,6 +21,8 @@ train on, renders observations and model text alone. A training view built from 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +34,9 @@ from components.envs.actions import InspectData, RunCode, SubmitAnswer
 from components.envs.feedback import ErrorInfo
 from components.sandbox.protocol import ExecResult
 
-SCHEMA_VERSION = 2  # 2: Check.reason became Check.grader_reason (grader-only: it holds the truth)
+# 2: Check.reason became Check.grader_reason (grader-only: it holds the truth)
+# 3: who played (policy), the system prompt, token counts, model vs environment time, context_limit, checksum
+SCHEMA_VERSION = 3
 
 
 class Outcome(StrEnum):
@@ -39,6 +44,7 @@ class Outcome(StrEnum):
     WRONG_ANSWER = "wrong_answer"
     NO_ANSWER = "no_answer"
     STUCK_LOOP = "stuck_loop"
+    CONTEXT_LIMIT = "context_limit"
 
 
 class Check(BaseModel):
@@ -50,6 +56,27 @@ class Check(BaseModel):
     # GRADER ONLY: the checker's explanation, which names the true answer. Never put it in an observation,
     # a prompt, training data or a verifier's input. Version-1 records called it `reason`.
     grader_reason: str = Field(validation_alias=AliasChoices("grader_reason", "reason"))
+
+
+class Sampling(BaseModel):
+    """How the model was asked to sample; `seed` makes an episode's draws reproducible."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(default=0.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_new_tokens: int = Field(default=512, gt=0)
+    seed: int = 0
+
+
+class PolicyInfo(BaseModel):
+    """Who played the episode: the backend (hf, vllm, openai, scripted), the model and how it sampled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str
+    model: str
+    sampling: Sampling = Field(default_factory=Sampling)
 
 
 class Turn(BaseModel):
@@ -88,6 +115,7 @@ class Episode(BaseModel):
     dataset: str | None = None
     category: str | None = None
     domain: str | None = None
+    system_prompt: str | None = None  # the system message every policy was given (components.envs.prompt)
     first_observation: str  # the prompt the agent started from
     turns: list[Turn] = Field(default_factory=list)
     submitted: bool = False
@@ -100,7 +128,16 @@ class Episode(BaseModel):
     error_kinds: dict[str, int] = Field(default_factory=dict)
     duration_s: float = 0.0
     env_config: dict[str, Any] = Field(default_factory=dict)
+    # ---- filled by rollouts; absent for environment-only runs
+    policy: PolicyInfo | None = None
+    truncation: str | None = None  # why a context_limit episode ended, e.g. "prompt 2051 + 512 new > 2048"
+    prompt_tokens: int = 0  # the last model call's context length (the episode's longest prompt)
+    completion_tokens: int = 0  # tokens the model produced over all turns
+    model_time_s: float = 0.0  # time waiting for the model (a batch's time is shared by its members)
+    env_time_s: float = 0.0  # time in the environment: sandbox starts and runs, checking
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # sha256 of the record without this field, set when a rollout shard is written: an edited line fails it
+    checksum: str | None = None
 
     @property
     def done(self) -> bool:
@@ -108,7 +145,8 @@ class Episode(BaseModel):
 
     def messages(self) -> list[dict[str, str]]:
         """The episode as chat messages (user: observations, assistant: model text), for SFT and inspection."""
-        out = [{"role": "user", "content": self.first_observation}]
+        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
+        out.append({"role": "user", "content": self.first_observation})
         for t in self.turns:
             out.append({"role": "assistant", "content": t.raw_text if t.raw_text is not None else _action_text(t)})
             out.append({"role": "user", "content": t.observation})
@@ -119,13 +157,22 @@ def _action_text(turn: Turn) -> str:
     return turn.action.model_dump_json() if turn.action is not None else ""
 
 
-def classify_outcome(submitted: bool, check: Check | None, loop_detected: bool) -> Outcome:
+def classify_outcome(submitted: bool, check: Check | None, loop_detected: bool, context_limit: bool = False
+                     ) -> Outcome:
     """See the module docstring for the precedence."""
     if submitted and check is not None and check.correct:
         return Outcome.CORRECT
+    if context_limit:
+        return Outcome.CONTEXT_LIMIT
     if loop_detected:
         return Outcome.STUCK_LOOP
     return Outcome.WRONG_ANSWER if submitted else Outcome.NO_ANSWER
+
+
+def record_checksum(episode: Episode) -> str:
+    """The digest a shard stores with each record; canonical JSON, so field order and spacing do not matter."""
+    body = episode.model_dump(mode="json", exclude={"checksum"})
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def save_episodes(path: Path | str, episodes: list[Episode]) -> int:

@@ -22,7 +22,9 @@ def test_first_observation_lists_files_and_format(make_env):
     assert obs.text.startswith("What is the mean age of the female patients?")
     for path in ("data/patients.csv", "data/pharmacy.db", "data/seqs.fasta"):
         assert path in obs.text and path in obs.files
-    assert '"type": "run_code"' in obs.text and "submit_answer" in obs.text
+    # the actions are listed once, in the system prompt every policy is given
+    assert '"type": "run_code"' in env.episode.system_prompt and "submit_answer" in env.episode.system_prompt
+    assert env.episode.messages()[0] == {"role": "system", "content": env.episode.system_prompt}
     assert obs.turns_left == 4
 
 

@@ -46,7 +46,8 @@ def test_real_episode_round_trips_through_jsonl(make_env, tmp_path):
     assert back.turns[1].error.kind == "KeyError" and back.turns[1].exec_result.status == "error"
     assert back.error_kinds == {"KeyError": 1} and back.outcome == Outcome.WRONG_ANSWER
     assert isinstance(back.turns[0].action, InspectData) and back.turns[1].raw_text.startswith("```python")
-    assert back.messages()[0]["content"] == ep.first_observation and len(back.messages()) == 1 + 2 * len(ep.turns)
+    msgs = back.messages()
+    assert msgs[1]["content"] == ep.first_observation and len(msgs) == 2 + 2 * len(ep.turns)
     assert json.loads(path.read_text())["turns"][3]["action"] == {"type": "submit_answer", "answer": {"mean": 49}}
 
 

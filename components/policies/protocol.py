@@ -1,0 +1,62 @@
+"""What a policy is: given the conversations waiting for the model, the next assistant message of each.
+
+One call takes a whole batch (every live episode that waits for the model), so a backend can batch across
+episodes (hf), send them concurrently (openai, vllm) or answer at once (scripted). Token backends get and
+return exact token ids: the caller keeps each episode's context as ids (components.policies.tokens) and a
+backend never tokenizes chat text again. Backends are registered by name (components.policies.registry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from components.envs.episode import Sampling
+from components.tasks.record import Task
+
+FinishReason = Literal["stop", "length", "error"]
+
+
+@dataclass
+class GenerationRequest:
+    key: str  # the episode's id: a backend may keep per-episode state under it (see `memory`)
+    messages: list[dict[str, str]]  # the chat so far: system, the task, then assistant/observation turns
+    sampling: Sampling
+    prompt_token_ids: list[int] | None = None  # the exact context, for backends with `uses_tokens`
+    # the task being played; only the scripted teacher reads it (a model sees `messages` alone)
+    task: Task | None = None
+    memory: dict[str, Any] = field(default_factory=dict)  # per-episode state the backend owns across turns
+
+
+@dataclass
+class Generation:
+    text: str
+    token_ids: list[int] | None = None  # exactly as sampled (token backends)
+    logprobs: list[float] | None = None  # one per token in token_ids, from the model's raw distribution
+    finish_reason: FinishReason = "stop"
+    model_time_s: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)  # recorded in Turn.metadata (e.g. a teacher's mistake)
+
+
+class PolicyRefusal(ValueError):
+    """The policy cannot play this task at all (e.g. the scripted teacher without a reference solution)."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    backend: str  # "hf", "vllm", "openai", "scripted"
+    model_id: str
+    uses_tokens: bool  # True: requests carry prompt_token_ids and generations return token_ids
+    max_context: int | None  # the model's context in tokens (None: the backend does not say)
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Generation]: ...
+
+    def close(self) -> None: ...
+
+
+def check_task(policy: Policy, task: Task) -> None:
+    """Raise PolicyRefusal when `policy` cannot play `task` (a policy may define `refuse(task) -> str | None`)."""
+    refuse = getattr(policy, "refuse", None)
+    reason = refuse(task) if refuse is not None else None
+    if reason:
+        raise PolicyRefusal(reason)
