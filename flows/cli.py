@@ -34,8 +34,55 @@ def _mount_sandbox() -> None:
 def pipeline_run(profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo") -> None:
     """The main job on one profile: build the data, then every later stage."""
     from flows.pipeline import pipeline_flow
+    from flows.runtime import prefect_api
 
-    print(json.dumps(pipeline_flow(profile=profile), indent=2, default=str))
+    with prefect_api():
+        result = pipeline_flow(profile=profile)
+    print(json.dumps(result, indent=2, default=str))
+
+
+@app.command("rollout")
+def rollout(
+    tasks: Annotated[Path, typer.Option(help="tasks.jsonl")],
+    out: Annotated[Path, typer.Option(help="folder of episode shards; a rerun resumes it")],
+    policy: Annotated[str | None, typer.Option(help="hf | vllm | openai | scripted (default: the collection's)")] = None,
+    model: Annotated[str | None, typer.Option(help="checkpoint folder, embedded model name or API model")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (openai; vllm: attach to a server)")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="name of the environment variable holding the API key")] = None,
+    split: Annotated[str | None, typer.Option(help="only tasks of this split")] = None,
+    limit: Annotated[int | None, typer.Option(help="at most N tasks, spread over categories")] = None,
+    k: Annotated[int | None, typer.Option(help="episodes per task")] = None,
+    workers: Annotated[int | None, typer.Option(help="environment steps at once (threads, or Ray actors)")] = None,
+    max_in_flight: Annotated[int | None, typer.Option(help="episodes alive at once")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="actions per episode")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="'local' or a Ray cluster address")] = None,
+    sandbox: Annotated[str | None, typer.Option(help="process | docker | auto")] = None,
+    collection: Annotated[str | None, typer.Option(help="start from the profile's rollouts.<name>")] = None,
+    profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
+) -> None:
+    """Collect K episodes per task with one policy into validated, resumable shards; tracked in MLflow."""
+    from components.config import load_config
+    from components.policies.registry import PolicyConfig
+    from components.rollout.collect import CollectionConfig
+    from flows.rollout import rollout_flow
+    from flows.runtime import prefect_api
+
+    cfg = load_config(profile)
+    base = cfg.collection(collection) if collection else CollectionConfig(
+        sandbox_backend=cfg.sandbox.backend, limits=cfg.sandbox.limits, env=cfg.env)
+    pol = base.policy if policy is None or policy == base.policy.backend else PolicyConfig(backend=policy)
+    pol = pol.with_options(model=model, base_url=base_url, api_key_env=api_key_env)
+    updates = {"policy": pol, "split": split, "limit": limit, "workers": workers, "max_in_flight": max_in_flight,
+               "ray_address": ray_address, "sandbox_backend": sandbox}
+    config = base.model_copy(update={k: v for k, v in updates.items() if v is not None})
+    if k is not None:
+        config = config.model_copy(update={"plan": config.plan.model_copy(update={"k": k})})
+    if max_turns is not None:
+        config = config.model_copy(update={"env": config.env.model_copy(update={"max_turns": max_turns})})
+    config = CollectionConfig.model_validate(config.model_dump())  # re-check the overridden values
+    with prefect_api():
+        result = rollout_flow(tasks=tasks, out_dir=out, config=config, profile=profile, name=collection or pol.backend)
+    print(json.dumps(result, indent=2, default=str))
 
 
 @data_app.command("build")
@@ -50,7 +97,10 @@ def data_build(
         raise typer.BadParameter("--suite must be demo or full")
     from flows.data import build_suite_flow
 
-    result = build_suite_flow(profile=profile, suite=suite, seed=seed, out_dir=out)
+    from flows.runtime import prefect_api
+
+    with prefect_api():
+        result = build_suite_flow(profile=profile, suite=suite, seed=seed, out_dir=out)
     print(json.dumps(result, indent=2))
 
 
@@ -71,7 +121,10 @@ def data_import(
         if not path:
             raise typer.BadParameter(f"--ehr-db expects DATASET=PATH, got {item!r}")
         databases[name] = Path(path)
-    report = import_flow(src=src, out_dir=out, profile=profile, seed=seed, ehr_databases=databases)
+    from flows.runtime import prefect_api
+
+    with prefect_api():
+        report = import_flow(src=src, out_dir=out, profile=profile, seed=seed, ehr_databases=databases)
     table = Table("file", "rows", "imported", "refused", "malformed", "why refused")
     for key, c in report.per_file.items():
         table.add_row(key, str(c.rows), str(c.imported), str(sum(c.refused.values())), str(len(c.malformed)),

@@ -19,3 +19,41 @@ def sample_release() -> Path:
     if not SAMPLE.is_dir():
         pytest.skip(f"{SAMPLE} is absent: the MedAgentGym sample lives beside the project in ../shared")
     return SAMPLE
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random two-layer Llama with SmolLM2's tokenizer and chat template: the real hf code path, fast."""
+    from components.policies.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def small_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated suite with two categories per domain (2 train + 1 test each), confirmed in the process sandbox;
+    its tasks.jsonl path. Rollout, policy and pipeline tests play it."""
+    from components.config import SuiteSize
+    from components.sandbox.factory import open_sandbox
+    from components.sandbox.protocol import Limits
+    from components.tasks.generators import all_generators
+    from components.tasks.suite import build_suite
+
+    if os.geteuid() != 0:
+        pytest.skip("the process sandbox backend needs root (namespaces, uid switch)")
+    by_domain: dict = {}
+    for g in sorted(all_generators(), key=lambda g: g.category):
+        by_domain.setdefault(g.domain, [])
+        if len(by_domain[g.domain]) < 2:
+            by_domain[g.domain].append(g)
+    out = tmp_path_factory.mktemp("suite")
+
+    def opener(out_dir: Path):
+        box = open_sandbox("process", Limits(timeout_s=120, max_output_bytes=16 * 1024 * 1024))
+        if (out_dir / "files").is_dir():
+            box.upload_dir(out_dir / "files", "files")
+        return box
+
+    build_suite(out, SuiteSize(train_per_category=2, test_per_category=1), 0, opener,
+                generators=[g for gens in by_domain.values() for g in gens])
+    return out / "tasks.jsonl"

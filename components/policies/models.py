@@ -95,3 +95,7 @@ def build_tiny_model(out: Path, *, hidden: int = 64, layers: int = 2, seed: int 
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     return out
+
+
+if __name__ == "__main__":  # `make setup`: convert the embedded model once, so the first rollout does not wait
+    print(ensure_embedded())

@@ -1,0 +1,151 @@
+"""The `hf` backend: a transformers model generating for every waiting episode in one batch.
+
+One forward pass per new token for the whole batch (left padding, a shared KV cache), with each row's own
+temperature, top-p, seed and stop: greedy and sampled episodes share a batch, and a row's draws come from its
+own generator, so its tokens do not depend on which other episodes happened to wait with it. A row stops at
+the end-of-turn token or when its reply closes an action (a fenced block), so the model does not ramble into
+imagined observations. Token ids and log-probabilities come back exactly as sampled.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from components.policies.models import SMOLLM2, resolve_model
+from components.policies.protocol import Generation, GenerationRequest
+
+
+class HFConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(default=SMOLLM2, description="a checkpoint folder or an embedded model name")
+    device: str = "cpu"
+    dtype: str = Field(default="float32", description="float32 | bfloat16 | float16")
+    max_context: int = Field(default=4096, gt=0, description="prompt + new tokens allowed per call")
+    max_batch: int = Field(default=32, gt=0, description="rows per forward pass; larger batches are split")
+    threads: int | None = Field(default=None, description="torch intra-op threads (None: torch's default)")
+
+
+class HFPolicy:
+    backend = "hf"
+    uses_tokens = True
+
+    def __init__(self, config: HFConfig | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config = config or HFConfig()
+        if self.config.threads:
+            torch.set_num_threads(self.config.threads)
+        path: Path = resolve_model(self.config.model)
+        self.model_id = self.config.model
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.config.dtype))
+        self.model.to(self.config.device).eval()
+        window = getattr(self.model.config, "max_position_embeddings", None) or self.config.max_context
+        self.max_context = min(self.config.max_context, window)
+        self.eos_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
+        # tokens whose text holds a backtick: only after one of these can a fence have closed
+        self._fence_ids = {i for t, i in self.tokenizer.get_vocab().items() if "`" in t}
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Generation]:
+        out: list[Generation] = []
+        for start in range(0, len(requests), self.config.max_batch):
+            out += self._generate_batch(requests[start : start + self.config.max_batch])
+        return out
+
+    def close(self) -> None:
+        self.model = None  # type: ignore[assignment]
+
+    # ------------------------------------------------------------------ decoding
+    def _generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
+        import torch
+
+        started = time.monotonic()
+        prompts = [r.prompt_token_ids for r in requests]
+        if any(p is None or not p for p in prompts):
+            raise ValueError("the hf backend needs prompt_token_ids on every request (see components.policies.tokens)")
+        n, width = len(prompts), max(len(p) for p in prompts)
+        dev = self.config.device
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every row's next token sits in the last column
+            ids[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+        budgets = [min(r.sampling.max_new_tokens, self.max_context - len(p)) for r, p in zip(requests, prompts, strict=True)]
+        gens = [_row_generator(r) for r in requests]
+        temps = [r.sampling.temperature for r in requests]
+        tops = [r.sampling.top_p for r in requests]
+        new: list[list[int]] = [[] for _ in range(n)]
+        logps: list[list[float]] = [[] for _ in range(n)]
+        finish: list[str | None] = ["length" if b <= 0 else None for b in budgets]
+        fences = [0] * n
+        ids, mask = ids.to(dev), mask.to(dev)
+        position = (mask.cumsum(-1) - 1).clamp(min=0)
+        past: Any = None
+        step_ids, step_pos = ids, position
+        with torch.inference_mode():
+            while any(f is None for f in finish):
+                out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
+                                 past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                logits = out.logits[:, -1, :].float()
+                logprobs = torch.log_softmax(logits, dim=-1)
+                chosen = torch.full((n,), self.pad_id, dtype=torch.long)
+                for i in range(n):
+                    if finish[i] is not None:
+                        continue
+                    tok = _pick(logits[i], temps[i], tops[i], gens[i])
+                    chosen[i] = tok
+                    new[i].append(tok)
+                    logps[i].append(float(logprobs[i, tok]))
+                    if tok == self.eos_id:
+                        finish[i] = "stop"
+                    elif tok in self._fence_ids and self._closes_action(new[i], fences, i):
+                        finish[i] = "stop"
+                    elif len(new[i]) >= budgets[i]:
+                        finish[i] = "length"
+                step_ids = chosen.view(n, 1).to(dev)
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=dev)], dim=1)
+                step_pos = position[:, -1:] + 1
+                position = torch.cat([position, step_pos], dim=1)
+        spent = time.monotonic() - started
+        share = spent / n  # a batch's time is shared by its members
+        return [
+            Generation(text=self.tokenizer.decode(new[i], skip_special_tokens=True), token_ids=new[i],
+                       logprobs=logps[i], finish_reason=finish[i] or "length", model_time_s=share)
+            for i in range(n)
+        ]
+
+    def _closes_action(self, tokens: list[int], fences: list[int], row: int) -> bool:
+        """True once the reply holds an opening and a closing ``` fence: a complete action."""
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        fences[row] = text.count("```")
+        return fences[row] >= 2
+
+
+def _row_generator(request: GenerationRequest) -> Any:
+    import torch
+
+    gen = torch.Generator()
+    # the turn index keeps a multi-turn episode from replaying its first draws on every turn
+    gen.manual_seed(request.sampling.seed * 1_000_003 + len(request.messages))
+    return gen
+
+
+def _pick(logits: Any, temperature: float, top_p: float, gen: Any) -> int:
+    import torch
+
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < top_p
+        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
+    return int(torch.multinomial(probs.cpu(), 1, generator=gen))

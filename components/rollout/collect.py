@@ -1,0 +1,189 @@
+"""One collection: K episodes per task by one policy, written once each into validated shards; resumable.
+
+Plain Python (no Prefect): `flows/rollout.py` adds tracking and the CLI. Episodes run on local threads by
+default (the sandboxes are separate processes already) or on Ray actors when a cluster address is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from components.envs.coding_env import EnvConfig
+from components.envs.episode import Episode, Outcome
+from components.policies.protocol import Policy
+from components.policies.registry import PolicyConfig, build_policy
+from components.rollout.jobs import RolloutJob, SamplingPlan, plan_jobs
+from components.rollout.metrics import summarize
+from components.rollout.scheduler import RolloutScheduler, SchedulerStats
+from components.rollout.store import EpisodeStore
+from components.sandbox.protocol import Limits, Sandbox
+from components.sandbox.warm import sandbox_supply
+from components.tasks.record import Task, load_tasks
+
+log = logging.getLogger(__name__)
+
+
+class CollectionConfig(BaseModel):
+    """How to collect: who plays, how often per task, and how much runs at once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    plan: SamplingPlan = Field(default_factory=SamplingPlan)
+    split: str | None = Field(default=None, description="only tasks of this split (None: all)")
+    limit: int | None = Field(default=None, ge=1, description="at most this many tasks, spread over categories")
+    workers: int = Field(default=2, ge=1, description="environment steps run at once (local threads or Ray actors)")
+    max_in_flight: int = Field(default=32, ge=1, description="episodes alive at once (the model's batch)")
+    ray_address: str | None = Field(default=None, description="'local' or a cluster address: run on Ray actors")
+    sandbox_backend: Literal["process", "docker", "auto"] = "auto"
+    limits: Limits = Field(default_factory=Limits)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    shard_size: int = Field(default=64, ge=1)
+
+
+class CollectionResult(BaseModel):
+    out_dir: str
+    planned: int  # episodes this run set out to play (after skipping finished ones)
+    skipped: int  # finished by an earlier run
+    refused: dict[str, str]  # task_id -> why the policy cannot play it
+    failed: int  # lost to infrastructure errors this run (played again on resume)
+    errors: list[str]
+    rejected_shards: list[str]
+    summary: dict[str, float]  # over every valid episode in the folder
+    elapsed_s: float
+
+
+def select_tasks(tasks: Sequence[Task], split: str | None, limit: int | None) -> list[Task]:
+    """The tasks of `split`; with `limit`, taken round-robin over categories so that every domain is played."""
+    chosen = [t for t in tasks if split is None or t.split == split]
+    if limit is None or limit >= len(chosen):
+        return chosen
+    by_cat: dict[str, list[Task]] = defaultdict(list)
+    for t in chosen:
+        by_cat[t.category].append(t)
+    # interleave domains first (the n-th category of every domain before the n+1-th of any), then categories
+    rank: dict[str, int] = {}
+    per_domain: dict[str, int] = defaultdict(int)
+    for cat in sorted(by_cat):
+        dom = by_cat[cat][0].domain.value
+        rank[cat] = per_domain[dom]
+        per_domain[dom] += 1
+    queues = [iter(by_cat[c]) for c in sorted(by_cat, key=lambda c: (rank[c], by_cat[c][0].domain.value, c))]
+    out: list[Task] = []
+    while len(out) < limit:
+        for q in queues:
+            t = next(q, None)
+            if t is not None and len(out) < limit:
+                out.append(t)
+    return out
+
+
+def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
+            on_progress: Callable[[list[Episode]], None] | None = None,
+            policy: Policy | None = None, total_hook: Callable[[int], None] | None = None) -> CollectionResult:
+    """Play every (task, sample) of `config` not already in `out_dir`; `policy` reuses a built one."""
+    started = time.monotonic()
+    tasks = select_tasks(load_tasks(tasks_path), config.split, config.limit)
+    store = EpisodeStore(out_dir, shard_size=config.shard_size)
+    done = store.done_keys()
+    with _policy(config, policy) as player:
+        refused = _refusals(player, tasks)
+        playable = [t for t in tasks if t.task_id not in refused]
+        jobs = plan_jobs(playable, config.plan, skip=done)
+        skipped = len(playable) * config.plan.k - len(jobs)
+        if total_hook is not None:
+            total_hook(len(jobs))
+
+        def finished(episodes: list[Episode]) -> None:
+            store.commit(episodes)
+            if on_progress is not None:
+                on_progress(episodes)
+
+        if config.ray_address:
+            from components.rollout.ray_workers import run_on_ray
+
+            stats = run_on_ray(jobs, Path(tasks_path).parent, config, finished)
+        else:
+            stats = _run_local(player, jobs, Path(tasks_path).parent, config, finished)
+    episodes = list(store.episodes())
+    return CollectionResult(
+        out_dir=str(out_dir), planned=len(jobs), skipped=skipped, refused=refused, failed=stats.failed,
+        errors=stats.errors, rejected_shards=[str(p) for p in store.rejected()], summary=summarize(episodes),
+        elapsed_s=time.monotonic() - started)
+
+
+def collection_sandboxes(config: CollectionConfig) -> contextlib.AbstractContextManager[Callable[[], Sandbox]]:
+    """The warm sandbox supply a collection's episodes draw from, sized to its workers."""
+    limits = config.limits.model_copy(update={"timeout_s": config.env.exec_timeout_s})
+    return sandbox_supply(config.sandbox_backend, limits, stateful=config.env.stateful, warm=config.workers + 1)
+
+
+def run_jobs(policy: Policy, jobs: list[RolloutJob], task_root: Path, config: CollectionConfig,
+             on_finished: Callable[[list[Episode]], None], sandboxes: Callable[[], Sandbox]) -> SchedulerStats:
+    """One scheduler over `jobs` with sandboxes from `sandboxes`."""
+    scheduler = RolloutScheduler(policy, task_root, sandboxes, config.env, workers=config.workers,
+                                 max_in_flight=config.max_in_flight)
+    return scheduler.run(jobs, on_finished)
+
+
+def _run_local(policy: Policy, jobs: list[RolloutJob], task_root: Path, config: CollectionConfig,
+               on_finished: Callable[[list[Episode]], None]) -> SchedulerStats:
+    if not jobs:
+        return SchedulerStats()
+    with collection_sandboxes(config) as supply:
+        return run_jobs(policy, jobs, task_root, config, on_finished, supply)
+
+
+@contextlib.contextmanager
+def _policy(config: CollectionConfig, policy: Policy | None) -> Iterator[Policy]:
+    if policy is not None:
+        yield policy
+        return
+    if config.ray_address:  # Ray actors build their own; the driver only needs refusals
+        built = build_policy(config.policy) if config.policy.backend == "scripted" else None
+        yield built if built is not None else _NoRefusal(config.policy.backend)
+        return
+    built = build_policy(config.policy)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+class _NoRefusal:
+    """Stands in for a model policy on the Ray driver: model policies play every task."""
+
+    uses_tokens = False
+    max_context = None
+    model_id = ""
+
+    def __init__(self, backend: str):
+        self.backend = backend
+
+    def close(self) -> None:
+        pass
+
+
+def _refusals(policy: object, tasks: Sequence[Task]) -> dict[str, str]:
+    refuse = getattr(policy, "refuse", None)
+    if refuse is None:
+        return {}
+    return {t.task_id: reason for t in tasks if (reason := refuse(t))}
+
+
+def success_by(episodes: Sequence[Episode], key: str) -> dict[str, tuple[int, int]]:
+    """{group: (episodes, correct)} for key domain | dataset | category."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for e in episodes:
+        g = out[str(getattr(e, key))]
+        g[0] += 1
+        g[1] += e.outcome == Outcome.CORRECT
+    return {k: (v[0], v[1]) for k, v in sorted(out.items())}

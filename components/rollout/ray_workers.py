@@ -1,0 +1,94 @@
+"""Rollouts on Ray: one actor per worker, each with its own policy, sandbox supply and scheduler.
+
+The driver hands out small chunks of jobs and commits each chunk's episodes as it comes back, so the driver
+stays the only writer of the store (no duplicates) and a lost actor costs only its chunk. `ray_address`
+'local' starts a private Ray instance on this machine (state under .state/ray, no dashboard, no usage stats).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from components.envs.episode import Episode
+from components.rollout.jobs import RolloutJob
+from components.rollout.scheduler import SchedulerStats
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Worker:
+    def __init__(self, config_json: str, task_root: str):
+        from components.policies.registry import build_policy
+        from components.rollout.collect import CollectionConfig, collection_sandboxes
+
+        config = CollectionConfig.model_validate_json(config_json)
+        self.config = config.model_copy(update={"workers": 1, "ray_address": None})
+        self.task_root = Path(task_root)
+        self.policy = build_policy(self.config.policy)
+        self._stack = contextlib.ExitStack()
+        self.sandboxes = self._stack.enter_context(collection_sandboxes(self.config))  # kept warm across chunks
+
+    def play(self, jobs: list[RolloutJob]) -> tuple[list[dict[str, Any]], int, list[str]]:
+        from components.rollout.collect import run_jobs
+
+        done: list[Episode] = []
+        stats = run_jobs(self.policy, jobs, self.task_root, self.config, done.extend, self.sandboxes)
+        return [e.model_dump(mode="json") for e in done], stats.failed, stats.errors
+
+    def close(self) -> None:
+        self._stack.close()
+        self.policy.close()
+
+
+def run_on_ray(jobs: list[RolloutJob], task_root: Path, config: Any,
+               on_finished: Callable[[list[Episode]], None], chunk: int = 4) -> SchedulerStats:
+    import ray
+
+    stats = SchedulerStats()
+    if not jobs:
+        return stats
+    started_here = _init(config.ray_address, config.workers)
+    try:
+        actor_cls = ray.remote(num_cpus=1)(_Worker)
+        actors = [actor_cls.remote(config.model_dump_json(), str(task_root)) for _ in range(config.workers)]
+        chunks = [jobs[i : i + chunk] for i in range(0, len(jobs), chunk)]
+        running: dict[Any, Any] = {}
+        free = list(actors)
+        while chunks or running:
+            while free and chunks:
+                actor = free.pop()
+                running[actor.play.remote(chunks.pop(0))] = actor
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for ref in ready:
+                free.append(running.pop(ref))
+                episodes, failed, errors = ray.get(ref)
+                stats.failed += failed
+                stats.errors += errors[: max(0, 20 - len(stats.errors))]
+                if episodes:
+                    on_finished([Episode.model_validate(e) for e in episodes])
+        ray.get([a.close.remote() for a in actors])
+    finally:
+        if started_here:
+            ray.shutdown()
+    return stats
+
+
+def _init(address: str, workers: int) -> bool:
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address == "local":
+        tmp = PROJECT_ROOT / ".state" / "ray"
+        tmp.mkdir(parents=True, exist_ok=True)
+        with contextlib.redirect_stdout(None):
+            ray.init(num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False, _temp_dir=str(tmp),
+                     log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(PROJECT_ROOT)}})
+    else:
+        ray.init(address=address, log_to_driver=False)
+    return True

@@ -1,0 +1,187 @@
+"""Many episodes in flight: every live episode is stepped, all waiting model calls go out as one batch, and the
+sandbox work runs in a bounded pool while the model generates.
+
+Each episode alternates between two states: waiting for the model, or running in the environment (a sandbox
+start, a code run, a check). The loop hands everything that waits for the model to one `policy.generate` call
+and, while that runs, the pool keeps stepping the episodes whose replies came back earlier. Token backends get
+their context as exact ids (components.policies.tokens): the prompt only ever grows by the sampled tokens and
+the observation's template tokens. An episode whose next call would not fit the model's context ends there
+with outcome context_limit. A finished episode is handed to `on_finished` as soon as its loop iteration ends,
+so a caller that commits it then loses at most the episodes still in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.envs.coding_env import CodingEnv, EnvConfig
+from components.envs.episode import Episode, PolicyInfo
+from components.policies.protocol import Generation, GenerationRequest, Policy
+from components.policies.tokens import ChatTokens
+from components.rollout.jobs import RolloutJob
+from components.sandbox.protocol import Sandbox
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Live:
+    job: RolloutJob
+    env: CodingEnv
+    memory: dict[str, Any] = field(default_factory=dict)
+    context: list[int] | None = None  # token backends: the exact ids of the next prompt
+
+
+@dataclass
+class SchedulerStats:
+    model_calls: int = 0  # policy.generate calls (batches)
+    generations: int = 0
+    failed: int = 0  # episodes lost to an infrastructure error (not written: a resume plays them again)
+    errors: list[str] = field(default_factory=list)
+
+
+class RolloutScheduler:
+    def __init__(self, policy: Policy, task_root: Path, sandbox_factory: Callable[[], Sandbox], env_config: EnvConfig,
+                 *, workers: int = 2, max_in_flight: int = 32, min_new_tokens: int = 16):
+        if workers < 1 or max_in_flight < 1:
+            raise ValueError("workers and max_in_flight must be at least 1")
+        self.policy = policy
+        self.task_root = Path(task_root)
+        self.sandbox_factory = sandbox_factory
+        self.env_config = env_config
+        self.workers = workers
+        self.max_in_flight = max_in_flight
+        self.min_new_tokens = min_new_tokens
+        self.chat = ChatTokens(policy.tokenizer) if policy.uses_tokens else None  # type: ignore[attr-defined]
+        self.stats = SchedulerStats()
+
+    def run(self, jobs: Iterable[RolloutJob], on_finished: Callable[[list[Episode]], None]) -> SchedulerStats:
+        pending: Iterator[RolloutJob] = iter(jobs)
+        running: dict[Future[_Live], RolloutJob] = {}
+        waiting: list[_Live] = []
+        exhausted = False
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="rollout-env") as pool:
+            while True:
+                while not exhausted and len(running) + len(waiting) < self.max_in_flight:
+                    job = next(pending, None)
+                    if job is None:
+                        exhausted = True
+                        break
+                    running[pool.submit(self._start, job)] = job
+                if waiting:
+                    batch, waiting = waiting, []
+                    for live, gen in self._generate(batch):
+                        running[pool.submit(self._step, live, gen)] = live.job
+                elif running:
+                    wait(list(running), return_when=FIRST_COMPLETED)
+                elif exhausted:
+                    break
+                finished = []
+                for fut in [f for f in running if f.done()]:
+                    job = running.pop(fut)
+                    try:
+                        live = fut.result()
+                    except Exception as exc:  # noqa: BLE001 - one broken sandbox must not end the collection
+                        self._fail(job, exc)
+                        continue
+                    if live.env.episode.done:
+                        finished.append(self._close(live))
+                    else:
+                        waiting.append(live)
+                if finished:
+                    on_finished(finished)
+        return self.stats
+
+    # ------------------------------------------------------------------ environment side (pool threads)
+    def _start(self, job: RolloutJob) -> _Live:
+        started = time.monotonic()
+        env = CodingEnv(self.task_root, self.sandbox_factory, self.env_config)
+        try:
+            env.reset(job.task, job.sample_index)
+        except BaseException:
+            env.close()
+            raise
+        live = _Live(job=job, env=env)
+        ep = env.episode
+        ep.policy = PolicyInfo(backend=self.policy.backend, model=self.policy.model_id, sampling=job.sampling)
+        ep.env_time_s += time.monotonic() - started
+        if self.chat is not None:
+            live.context = self.chat.start(ep.messages())
+        return live
+
+    def _step(self, live: _Live, gen: Generation) -> _Live:
+        try:
+            return self._advance(live, gen)
+        except BaseException:
+            live.env.close()  # the episode is lost; its sandbox must not outlive it
+            raise
+
+    def _advance(self, live: _Live, gen: Generation) -> _Live:
+        ep = live.env.episode
+        ep.model_time_s += gen.model_time_s
+        if gen.metadata.get("context_exceeded"):  # an API model said the context is full
+            live.env.end_for_context(str(gen.metadata.get("error", "the model's context is full"))[:300])
+            return live
+        prompt = live.context
+        live.env.step(gen.text)
+        turn = ep.turns[-1]
+        ep.env_time_s += turn.duration_s
+        turn.model_time_s = gen.model_time_s
+        turn.metadata.update(gen.metadata)
+        if gen.finish_reason == "length":
+            turn.metadata["finish_reason"] = "length"
+        if gen.token_ids is not None:
+            turn.prompt_token_ids = prompt
+            turn.response_token_ids = list(gen.token_ids)
+            turn.response_logprobs = gen.logprobs
+            turn.loss_mask = [1] * len(gen.token_ids)
+            ep.completion_tokens += len(gen.token_ids)
+            ep.prompt_tokens = max(ep.prompt_tokens, len(prompt or []))
+            if not ep.done and self.chat is not None and prompt is not None:
+                live.context = prompt + gen.token_ids + self.chat.close_response(gen.token_ids) + \
+                    self.chat.observation(turn.observation)
+        return live
+
+    # ------------------------------------------------------------------ model side (this thread)
+    def _generate(self, batch: list[_Live]) -> list[tuple[_Live, Generation]]:
+        ready, requests = [], []
+        limit = self.policy.max_context
+        for live in batch:
+            sampling = live.job.sampling
+            if limit is not None and live.context is not None:
+                room = limit - len(live.context)
+                if room < self.min_new_tokens:
+                    # ends in the pool, like any other step, so the episode's sandbox is closed off this thread
+                    reason = f"prompt of {len(live.context)} tokens leaves {max(room, 0)} of {limit} for the reply"
+                    ready.append((live, Generation(text="", metadata={"context_exceeded": True, "error": reason})))
+                    continue
+                if room < sampling.max_new_tokens:
+                    sampling = sampling.model_copy(update={"max_new_tokens": room})
+            requests.append((live, GenerationRequest(key=live.env.episode.episode_id, messages=live.env.episode.messages(),
+                                                     sampling=sampling, prompt_token_ids=live.context,
+                                                     task=live.job.task, memory=live.memory)))
+        if requests:
+            gens = self.policy.generate([r for _, r in requests])
+            if len(gens) != len(requests):
+                raise RuntimeError(f"{self.policy.backend} returned {len(gens)} generations for {len(requests)} requests")
+            self.stats.model_calls += 1
+            self.stats.generations += len(gens)
+            ready += [(live, gen) for (live, _), gen in zip(requests, gens, strict=True)]
+        return ready
+
+    def _close(self, live: _Live) -> Episode:
+        live.env.close()
+        return live.env.episode
+
+    def _fail(self, job: RolloutJob, exc: Exception) -> None:
+        self.stats.failed += 1
+        msg = f"{job.task.task_id}#{job.sample_index}: {type(exc).__name__}: {exc}"[:500]
+        if len(self.stats.errors) < 20:
+            self.stats.errors.append(msg)
+        log.warning("episode lost (it is played again on resume): %s", msg)

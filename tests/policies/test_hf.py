@@ -1,0 +1,65 @@
+"""The hf backend: one batch for every waiting episode, each row with its own sampling, stop and seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.envs.episode import Sampling
+from components.envs.prompt import agent_messages
+from components.policies.hf import HFConfig, HFPolicy
+from components.policies.protocol import GenerationRequest
+from components.policies.tokens import ChatTokens
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model):
+    p = HFPolicy(HFConfig(model=str(tiny_model), max_context=512))
+    yield p
+    p.close()
+
+
+def _request(chat: ChatTokens, text: str, key: str, **sampling) -> GenerationRequest:
+    msgs = agent_messages(text)
+    return GenerationRequest(key=key, messages=msgs, sampling=Sampling(**{"max_new_tokens": 24, **sampling}),
+                             prompt_token_ids=chat.start(msgs))
+
+
+def test_a_batch_gives_each_row_what_it_would_get_alone(policy):
+    chat = ChatTokens(policy.tokenizer)
+    texts = ["short task", "a much longer task description that pads the other rows on the left " * 3, "third"]
+    reqs = [_request(chat, t, str(i), temperature=0.0 if i == 0 else 0.8, seed=10 + i) for i, t in enumerate(texts)]
+    batched = policy.generate(reqs)
+    alone = [policy.generate([r])[0] for r in reqs]
+    for b, a in zip(batched, alone, strict=True):
+        assert b.token_ids == a.token_ids  # left padding and other rows change nothing; seeds are per row
+        assert len(b.logprobs) == len(b.token_ids) and all(lp <= 0.0 for lp in b.logprobs)
+        assert b.text == policy.tokenizer.decode(b.token_ids, skip_special_tokens=True)
+        assert b.finish_reason in ("stop", "length")
+
+
+def test_seeds_make_sampling_reproducible_and_distinct(policy):
+    chat = ChatTokens(policy.tokenizer)
+    a = policy.generate([_request(chat, "t", "a", temperature=1.0, seed=1)])[0]
+    again = policy.generate([_request(chat, "t", "a", temperature=1.0, seed=1)])[0]
+    other = policy.generate([_request(chat, "t", "b", temperature=1.0, seed=2)])[0]
+    assert a.token_ids == again.token_ids and a.token_ids != other.token_ids
+
+
+def test_the_reply_never_exceeds_the_context(policy):
+    chat = ChatTokens(policy.tokenizer)
+    req = _request(chat, "x " * 200, "long", max_new_tokens=400)
+    (gen,) = policy.generate([req])
+    assert len(req.prompt_token_ids) + len(gen.token_ids) <= policy.max_context
+    assert gen.finish_reason in ("stop", "length")
+
+
+def test_a_closed_fence_ends_the_reply(policy):
+    ids = policy.tokenizer("```python\nprint(1)\n```", add_special_tokens=False)["input_ids"]
+    assert policy._closes_action(ids, [0], 0)
+    assert not policy._closes_action(ids[:-1], [0], 0) or policy.tokenizer.decode(ids[:-1]).count("```") >= 2
+
+
+def test_requests_without_token_ids_are_refused(policy):
+    req = GenerationRequest(key="k", messages=agent_messages("t"), sampling=Sampling())
+    with pytest.raises(ValueError, match="prompt_token_ids"):
+        policy.generate([req])
