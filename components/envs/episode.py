@@ -170,8 +170,16 @@ def classify_outcome(submitted: bool, check: Check | None, loop_detected: bool, 
 
 
 def record_checksum(episode: Episode) -> str:
-    """The digest a shard stores with each record; canonical JSON, so field order and spacing do not matter."""
-    body = episode.model_dump(mode="json", exclude={"checksum"})
+    """The digest a shard stores with each record (see `row_checksum`)."""
+    return row_checksum(episode.model_dump(mode="json"))
+
+
+def row_checksum(row: dict[str, Any]) -> str:
+    """sha256 of a stored row without its checksum, as canonical JSON (field order and spacing do not matter).
+
+    Computed from the row as stored, not from a re-dump of the model, so a later schema that adds a field with
+    a default does not invalidate shards written before it."""
+    body = {k: v for k, v in row.items() if k != "checksum"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -92,7 +92,7 @@ class HFPolicy:
         with torch.inference_mode():
             while any(f is None for f in finish):
                 out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
-                                 past_key_values=past, use_cache=True)
+                                 past_key_values=past, use_cache=True, logits_to_keep=1)
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
                 logprobs = torch.log_softmax(logits, dim=-1)

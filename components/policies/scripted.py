@@ -566,7 +566,7 @@ def plan_sentence(task: Task, code: str) -> str:
     calls = [n.func.id for n in roots if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defined]
     converters = list(dict.fromkeys(c for c in calls if _CONVERTER.match(c)))
     main = next((c for c in calls if c not in converters), None)
-    what = (main or "the answer").replace("_", " ")
+    what = main.replace("_", " ") if main else "answer"
     if task.domain == Domain.CALCULATOR:
         name = task.metadata.get("calculator") or what
         conv = f", convert units with {_and(converters)}," if converters else ""
@@ -575,7 +575,8 @@ def plan_sentence(task: Task, code: str) -> str:
         return f"I read the FASTA records and compute the {what} the question asks for."
     if any(cf.path.endswith(".csv") for cf in task.context_files):
         return f"I load the CSV with pandas and compute the {what} the question asks for."
-    return f"I put the numbers from the question into the {what} calculation."
+    return f"I put the numbers from the question into the {what} calculation." if main else \
+        "I put the numbers from the question into the calculation."
 
 
 def python_block(code: str) -> str:

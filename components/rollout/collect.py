@@ -92,9 +92,8 @@ def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
     """Play every (task, sample) of `config` not already in `out_dir`; `policy` reuses a built one."""
     started = time.monotonic()
     tasks = select_tasks(load_tasks(tasks_path), config.split, config.limit)
-    store = EpisodeStore(out_dir, shard_size=config.shard_size)
-    done = store.done_keys()
-    with _policy(config, policy) as player:
+    with EpisodeStore(out_dir, shard_size=config.shard_size) as store, _policy(config, policy) as player:
+        done = store.done_keys()
         refused = _refusals(player, tasks)
         playable = [t for t in tasks if t.task_id not in refused]
         jobs = plan_jobs(playable, config.plan, skip=done)
@@ -113,10 +112,11 @@ def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
             stats = run_on_ray(jobs, Path(tasks_path).parent, config, finished)
         else:
             stats = _run_local(player, jobs, Path(tasks_path).parent, config, finished)
-    episodes = list(store.episodes())
+        episodes = list(store.episodes())
+        rejected = [str(p) for p in store.rejected()]
     return CollectionResult(
         out_dir=str(out_dir), planned=len(jobs), skipped=skipped, refused=refused, failed=stats.failed,
-        errors=stats.errors, rejected_shards=[str(p) for p in store.rejected()], summary=summarize(episodes),
+        errors=stats.errors, rejected_shards=rejected, summary=summarize(episodes),
         elapsed_s=time.monotonic() - started)
 
 

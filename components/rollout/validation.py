@@ -21,7 +21,7 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 
 from components.common.io import RecordError, iter_jsonl_lenient
-from components.envs.episode import SCHEMA_VERSION, Episode, Outcome, record_checksum
+from components.envs.episode import SCHEMA_VERSION, Episode, Outcome, row_checksum
 
 # shards carry a checksum, which arrived with schema 3: an older record cannot be in one
 KNOWN_SCHEMA_VERSIONS = tuple(range(3, SCHEMA_VERSION + 1))
@@ -151,7 +151,7 @@ def _model_problems(obj: dict[str, Any]) -> tuple[str, str]:
     stored = obj.get("checksum")
     if stored is None:
         return "", ""  # the not-null expectation reports it
-    actual = record_checksum(episode)
+    actual = row_checksum(obj)
     return "", "" if stored == actual else f"stored {str(stored)[:12]}… != recomputed {actual[:12]}…"
 
 
@@ -187,7 +187,7 @@ def _suite() -> Any:
         E.ExpectColumnValuesToBeInSet(column="turns_problem", value_set=[""],
                                       description="a finished episode has turns (unless context_limit)"),
         E.ExpectColumnValuesToBeInSet(column="schema_problem", value_set=[""], description="the row validates as an Episode"),
-        E.ExpectColumnValuesToBeInSet(column="checksum_problem", value_set=[""], description="checksum equals record_checksum(row)"),
+        E.ExpectColumnValuesToBeInSet(column="checksum_problem", value_set=[""], description="checksum equals row_checksum(row)"),
     ):
         suite.add_expectation(exp)
     return suite
