@@ -28,6 +28,8 @@ class HFConfig(BaseModel):
     max_context: int = Field(default=4096, gt=0, description="prompt + new tokens allowed per call")
     max_batch: int = Field(default=32, gt=0, description="rows per forward pass; larger batches are split")
     threads: int | None = Field(default=None, description="torch intra-op threads (None: torch's default)")
+    kv_cache_episodes: int = Field(default=64, ge=0, description="episodes whose keys/values are kept between "
+                                   "turns, so a turn computes only its new tokens (0: recompute every prompt)")
 
 
 class HFPolicy:
@@ -52,6 +54,7 @@ class HFPolicy:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
         # tokens whose text holds a backtick: only after one of these can a fence have closed
         self._fence_ids = {i for t, i in self.tokenizer.get_vocab().items() if "`" in t}
+        self._kv: dict[str, tuple[list[int], list[tuple[Any, Any]]]] = {}
 
     def generate(self, requests: list[GenerationRequest]) -> list[Generation]:
         out: list[Generation] = []
@@ -60,6 +63,7 @@ class HFPolicy:
         return out
 
     def close(self) -> None:
+        self._kv.clear()
         self.model = None  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ decoding
@@ -70,25 +74,32 @@ class HFPolicy:
         prompts = [r.prompt_token_ids for r in requests]
         if any(p is None or not p for p in prompts):
             raise ValueError("the hf backend needs prompt_token_ids on every request (see components.policies.tokens)")
-        n, width = len(prompts), max(len(p) for p in prompts)
-        dev = self.config.device
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding: every row's next token sits in the last column
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
+        n, dev = len(prompts), self.config.device
+        # a turn's prompt extends the episode's previous context: reuse the keys and values computed for it
+        cached = [self._cached(r.key, p) for r, p in zip(requests, prompts, strict=True)]
+        reuse = [len(c[0]) if c else 0 for c in cached]
+        width_c = max(reuse)
+        width_s = max(len(p) - c for p, c in zip(prompts, reuse, strict=True))
+        # layout per row: [pad | cached context | pad | new prompt tokens]; padding is masked out and the
+        # positions count real tokens only, so every row sees exactly its own context
+        ids = torch.full((n, width_s), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width_c + width_s), dtype=torch.long)
+        pos = torch.zeros((n, width_s), dtype=torch.long)
+        for i, (p, c) in enumerate(zip(prompts, reuse, strict=True)):
+            new = p[c:]
+            ids[i, width_s - len(new):] = torch.tensor(new)
+            mask[i, width_c - c: width_c] = 1
+            mask[i, width_c + width_s - len(new):] = 1
+            pos[i, width_s - len(new):] = torch.arange(c, len(p))
+        past = self._batch_cache(cached, width_c) if width_c else None
         budgets = [min(r.sampling.max_new_tokens, self.max_context - len(p)) for r, p in zip(requests, prompts, strict=True)]
         gens = [_row_generator(r) for r in requests]
-        temps = [r.sampling.temperature for r in requests]
-        tops = [r.sampling.top_p for r in requests]
-        new: list[list[int]] = [[] for _ in range(n)]
+        new_ids: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
         finish: list[str | None] = ["length" if b <= 0 else None for b in budgets]
         fences = [0] * n
-        ids, mask = ids.to(dev), mask.to(dev)
-        position = (mask.cumsum(-1) - 1).clamp(min=0)
-        past: Any = None
-        step_ids, step_pos = ids, position
+        step_ids, step_pos, mask = ids.to(dev), pos.to(dev), mask.to(dev)
+        next_pos = torch.tensor([len(p) for p in prompts], device=dev).view(n, 1)
         with torch.inference_mode():
             while any(f is None for f in finish):
                 out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
@@ -100,27 +111,77 @@ class HFPolicy:
                 for i in range(n):
                     if finish[i] is not None:
                         continue
-                    tok = _pick(logits[i], temps[i], tops[i], gens[i])
+                    tok = _pick(logits[i], requests[i].sampling.temperature, requests[i].sampling.top_p, gens[i])
                     chosen[i] = tok
-                    new[i].append(tok)
+                    new_ids[i].append(tok)
                     logps[i].append(float(logprobs[i, tok]))
                     if tok == self.eos_id:
                         finish[i] = "stop"
-                    elif tok in self._fence_ids and self._closes_action(new[i], fences, i):
+                    elif tok in self._fence_ids and self._closes_action(new_ids[i], fences, i):
                         finish[i] = "stop"
-                    elif len(new[i]) >= budgets[i]:
+                    elif len(new_ids[i]) >= budgets[i]:
                         finish[i] = "length"
+                if all(f is not None for f in finish):
+                    break
                 step_ids = chosen.view(n, 1).to(dev)
                 mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=dev)], dim=1)
-                step_pos = position[:, -1:] + 1
-                position = torch.cat([position, step_pos], dim=1)
-        spent = time.monotonic() - started
-        share = spent / n  # a batch's time is shared by its members
+                step_pos = next_pos
+                next_pos = next_pos + 1
+        self._remember(requests, prompts, new_ids, mask, past)
+        share = (time.monotonic() - started) / n  # a batch's time is shared by its members
         return [
-            Generation(text=self.tokenizer.decode(new[i], skip_special_tokens=True), token_ids=new[i],
+            Generation(text=self.tokenizer.decode(new_ids[i], skip_special_tokens=True), token_ids=new_ids[i],
                        logprobs=logps[i], finish_reason=finish[i] or "length", model_time_s=share)
             for i in range(n)
         ]
+
+    # ------------------------------------------------------------------ keys and values kept across turns
+    def _cached(self, key: str, prompt: list[int]) -> tuple[list[int], list[tuple[Any, Any]]] | None:
+        entry = self._kv.pop(key, None)
+        if entry is None:
+            return None
+        ids, layers = entry
+        if len(ids) >= len(prompt) or prompt[: len(ids)] != ids:
+            return None  # not this context's prefix (a new episode under the same key, or a rewritten prompt)
+        return entry
+
+    def _batch_cache(self, cached: list[tuple[list[int], list[tuple[Any, Any]]] | None], width: int) -> Any:
+        import torch
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        sample = next(c for c in cached if c)[1]
+        for layer, (k0, _) in enumerate(sample):
+            heads, dim = k0.shape[0], k0.shape[-1]
+            keys = torch.zeros((len(cached), heads, width, dim), dtype=k0.dtype, device=k0.device)
+            values = torch.zeros_like(keys)
+            for i, c in enumerate(cached):
+                if c:
+                    k, v = c[1][layer]
+                    keys[i, :, width - k.shape[1]:] = k
+                    values[i, :, width - v.shape[1]:] = v
+            cache.update(keys, values, layer)
+        return cache
+
+    def _remember(self, requests: list[GenerationRequest], prompts: list[list[int]], new_ids: list[list[int]],
+                  mask: Any, past: Any) -> None:
+        """Keep each row's keys and values (its real positions only) for the episode's next turn."""
+        if past is None or self.config.kv_cache_episodes == 0:
+            return
+        length = past.layers[0].keys.shape[-2]
+        for i, r in enumerate(requests):
+            covered = prompts[i] + new_ids[i][:-1]  # the last sampled token was never fed back
+            where = mask[i, :length].nonzero().flatten()[: len(covered)]
+            if len(where) != len(covered):
+                continue
+            self._kv[r.key] = (covered, [(layer.keys[i][:, where].clone(), layer.values[i][:, where].clone())
+                                         for layer in past.layers])
+        while len(self._kv) > self.config.kv_cache_episodes:  # oldest first: episodes still alive come back soon
+            self._kv.pop(next(iter(self._kv)))
+
+    def release(self, key: str) -> None:
+        """The episode is over: its keys and values are not needed again."""
+        self._kv.pop(key, None)
 
     def _closes_action(self, tokens: list[int], fences: list[int], row: int) -> bool:
         """True once the reply holds an opening and a closing ``` fence: a complete action."""

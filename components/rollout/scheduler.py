@@ -177,10 +177,18 @@ class RolloutScheduler:
 
     def _close(self, live: _Live) -> Episode:
         live.env.close()
+        self._release(live.env.episode.episode_id)
         return live.env.episode
+
+    def _release(self, key: str) -> None:
+        """Tell a policy that keeps per-episode state (hf's keys and values) that the episode is over."""
+        release = getattr(self.policy, "release", None)
+        if release is not None:
+            release(key)
 
     def _fail(self, job: RolloutJob, exc: Exception) -> None:
         self.stats.failed += 1
+        self._release(f"{job.task.task_id}#{job.sample_index}")
         msg = f"{job.task.task_id}#{job.sample_index}: {type(exc).__name__}: {exc}"[:500]
         if len(self.stats.errors) < 20:
             self.stats.errors.append(msg)

@@ -63,3 +63,24 @@ def test_requests_without_token_ids_are_refused(policy):
     req = GenerationRequest(key="k", messages=agent_messages("t"), sampling=Sampling())
     with pytest.raises(ValueError, match="prompt_token_ids"):
         policy.generate([req])
+
+
+def test_a_later_turn_reuses_the_episodes_keys_and_values_and_gets_the_same_tokens(tiny_model):
+    """Turn 2 computes only its new tokens; what it samples equals recomputing the whole prompt."""
+    cached = HFPolicy(HFConfig(model=str(tiny_model), max_context=1024))
+    fresh = HFPolicy(HFConfig(model=str(tiny_model), max_context=1024, kv_cache_episodes=0))
+    chat = ChatTokens(cached.tokenizer)
+    first = [_request(chat, f"task {i} " * (i + 1), f"ep{i}", temperature=0.0 if i else 0.9, seed=i) for i in range(3)]
+    gens = cached.generate(first)
+    assert set(cached._kv) == {"ep0", "ep1", "ep2"}
+    second = []
+    for r, g in zip(first, gens, strict=True):
+        ctx = r.prompt_token_ids + g.token_ids + chat.close_response(g.token_ids) + chat.observation("output " * 5)
+        second.append(GenerationRequest(key=r.key, messages=r.messages + [{}, {}], sampling=r.sampling, prompt_token_ids=ctx))
+    a = cached.generate(second)
+    b = fresh.generate(second)
+    assert [g.token_ids for g in a] == [g.token_ids for g in b]
+    for x, y in zip(a, b, strict=True):
+        assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-3
+    cached.release("ep0")
+    assert "ep0" not in cached._kv and not fresh._kv
