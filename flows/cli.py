@@ -96,7 +96,6 @@ def data_build(
     if suite not in ("demo", "full"):
         raise typer.BadParameter("--suite must be demo or full")
     from flows.data import build_suite_flow
-
     from flows.runtime import prefect_api
 
     with prefect_api():

@@ -30,8 +30,8 @@ from components.envs.actions import (
     no_action,
 )
 from components.envs.episode import Check, Episode, Turn, classify_outcome
-from components.envs.prompt import SYSTEM_PROMPT
 from components.envs.feedback import ErrorContext, ErrorInfo
+from components.envs.prompt import SYSTEM_PROMPT
 from components.sandbox.protocol import ExecResult, Limits, Sandbox
 from components.tasks.checkers import check_answer, is_missing
 from components.tasks.record import AnswerType, Task

@@ -115,9 +115,7 @@ class HFPolicy:
                     chosen[i] = tok
                     new_ids[i].append(tok)
                     logps[i].append(float(logprobs[i, tok]))
-                    if tok == self.eos_id:
-                        finish[i] = "stop"
-                    elif tok in self._fence_ids and self._closes_action(new_ids[i], fences, i):
+                    if tok == self.eos_id or tok in self._fence_ids and self._closes_action(new_ids[i], fences, i):
                         finish[i] = "stop"
                     elif len(new_ids[i]) >= budgets[i]:
                         finish[i] = "length"

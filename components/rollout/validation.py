@@ -9,17 +9,15 @@ checksum, which is why a shard's checksum is recomputed from the row rather than
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
+from components.common.gx import quiet_gx
 from components.common.io import RecordError, iter_jsonl_lenient
 from components.envs.episode import SCHEMA_VERSION, Episode, Outcome, row_checksum
 
@@ -143,7 +141,7 @@ def _turns_problem(obj: dict[str, Any]) -> str:
 def _model_problems(obj: dict[str, Any]) -> tuple[str, str]:
     """(why the row is no Episode, why its checksum is wrong); "" where fine or where the other one already says."""
     try:
-        episode = Episode.model_validate(obj)
+        Episode.model_validate(obj)
     except ValidationError as exc:
         errs = exc.errors()
         first = "; ".join(f"field '{'.'.join(str(p) for p in e['loc']) or '?'}': {e['msg']}" for e in errs[:3])
@@ -155,23 +153,8 @@ def _model_problems(obj: dict[str, Any]) -> tuple[str, str]:
     return "", "" if stored == actual else f"stored {str(stored)[:12]}… != recomputed {actual[:12]}…"
 
 
-@functools.cache
-def _quiet_gx() -> Any:
-    """great_expectations, imported offline (no analytics) and quiet: its parent logger is raised before the
-    import, which logs, and after it the modules that set their own logger to INFO (the ephemeral context logs
-    every temp dir it makes)."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    import great_expectations as gx
-
-    for name, logger in logging.root.manager.loggerDict.items():
-        if name.startswith("great_expectations") and isinstance(logger, logging.Logger) and logging.NOTSET < logger.level < logging.WARNING:
-            logger.setLevel(logging.WARNING)
-    return gx
-
-
 def _suite() -> Any:
-    gx = _quiet_gx()
+    gx = quiet_gx()
     E = gx.expectations
     suite = gx.ExpectationSuite(name="medgym_episodes")
     for exp in (
@@ -207,7 +190,7 @@ def validate_episode_shards(shards: list[tuple[Path | str, list[Record]]]) -> li
         frame[scoped] = [None if pd.isna(v) else json.dumps([int(i), v]) for i, v in zip(frame["shard"], frame[column], strict=True)]
     failures: dict[int, list[EpisodeFailure]] = {i: [] for i in range(len(shards))}
     if not frame.empty:
-        context = _quiet_gx().get_context(mode="ephemeral")
+        context = quiet_gx().get_context(mode="ephemeral")
         context.variables.progress_bars = {"globally": False}
         asset = context.data_sources.add_pandas("medgym").add_dataframe_asset("episodes")
         batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})

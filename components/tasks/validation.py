@@ -4,14 +4,13 @@ per category, how much a constant answer earns (components.tasks.spread)."""
 from __future__ import annotations
 
 import json
-import logging
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
+from components.common.gx import quiet_gx
 from components.common.io import iter_jsonl
 from components.tasks.record import AnswerType, Domain, Task
 from components.tasks.spread import Spread, suite_spread
@@ -84,10 +83,7 @@ def _suite():
 
 
 def validate_tasks(path: Path) -> ValidationReport:
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
-
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # it logs its temp dirs at INFO
+    gx = quiet_gx()
     records = list(iter_jsonl(path))
     frame = tasks_frame(path, records)
     if frame.empty:
