@@ -13,6 +13,7 @@ from rich.table import Table
 
 import flows  # noqa: F401  (sets Prefect/MLflow state dirs and telemetry before they are imported)
 from components.common.io import RecordError
+from components.policies.protocol import PolicyRefusal
 
 app = typer.Typer(help="MedGym: train LLM agents for medical work.", no_args_is_help=True)
 data_app = typer.Typer(help="Build, import and validate task data.", no_args_is_help=True)
@@ -64,7 +65,7 @@ def rollout(
     from components.config import load_config
     from components.policies.registry import PolicyConfig
     from components.rollout.collect import CollectionConfig
-    from flows.rollout import rollout_flow
+    from flows.rollout import raise_if_all_refused, rollout_flow
     from flows.runtime import prefect_api
 
     cfg = load_config(profile)
@@ -83,6 +84,7 @@ def rollout(
     with prefect_api():
         result = rollout_flow(tasks=tasks, out_dir=out, config=config, profile=profile, name=collection or pol.backend)
     print(json.dumps(result, indent=2, default=str))
+    raise_if_all_refused(result, pol.backend)
 
 
 @data_app.command("build")
@@ -181,7 +183,7 @@ def main() -> None:
     _mount_sandbox()
     try:
         app()
-    except (RecordError, FileNotFoundError) as exc:
+    except (RecordError, FileNotFoundError, PolicyRefusal) as exc:
         sys.stderr.write(f"error: {exc}\n")  # plain text: a path must not be wrapped or styled
         raise SystemExit(2) from None
 

@@ -9,7 +9,7 @@ from prefect import flow
 from components.config import load_config
 from flows.checks import solvability_flow
 from flows.data import build_suite_flow
-from flows.rollout import rollout_flow
+from flows.rollout import raise_if_all_refused, rollout_flow
 
 
 @flow(name="medgym-pipeline", log_prints=True)
@@ -23,6 +23,7 @@ def pipeline_flow(profile: str = "demo") -> dict:
     for name in cfg.rollouts:  # e.g. the teacher on the train split, the base model on the held-out split
         result = rollout_flow(tasks=tasks, out_dir=cfg.rollout_dir(name), config=cfg.collection(name),
                               profile=profile, name=name)
+        raise_if_all_refused(result, cfg.rollouts[name].policy.backend)
         rollouts[name] = {"out_dir": result["out_dir"], "summary": _headline(result["summary"])}
     return {"profile": cfg.profile, "suite": suite, "solvability": solvable, "rollouts": rollouts}
 

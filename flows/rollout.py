@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from components.config import PipelineConfig, load_config
 from components.envs.episode import Episode, Outcome
+from components.policies.protocol import PolicyRefusal
 from components.rollout.collect import CollectionConfig, CollectionResult, collect
 from components.rollout.store import load_episodes_dir
 from components.tracking.tracker import MlflowTracker
@@ -26,10 +27,14 @@ def rollout_flow(tasks: Path, out_dir: Path, config: CollectionConfig, profile: 
     cfg = load_config(profile)
     result = _collect_with_progress(Path(tasks), Path(out_dir), config, name)
     _track(cfg, name, Path(tasks), Path(out_dir), config, result)
-    if result.refused and not result.planned and not result.skipped:
-        first = next(iter(result.refused.values()))
-        raise ValueError(f"{config.policy.backend} cannot play any of the {len(result.refused)} tasks: {first}")
     return result.model_dump()
+
+
+def raise_if_all_refused(result: dict, backend: str) -> None:
+    """Outside the flow, so that a policy that cannot play the tasks fails once instead of being retried."""
+    if result["refused"] and not result["planned"] and not result["skipped"]:
+        first = next(iter(result["refused"].values()))
+        raise PolicyRefusal(f"{backend} cannot play any of the {len(result['refused'])} tasks: {first}")
 
 
 def _collect_with_progress(tasks: Path, out_dir: Path, config: CollectionConfig, name: str) -> CollectionResult:

@@ -126,3 +126,37 @@ def test_import_cli_on_the_release_sample(tmp_path, sample_release):
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns.db'}")
     run_ = client.search_runs([client.get_experiment_by_name("e2e").experiment_id])[0]
     assert run_.data.metrics["imported_medcalcbench_test"] == 40
+
+
+def test_rollout_cli_collects_resumes_and_tracks(tmp_path, small_suite):
+    prof = str(profile(tmp_path, "ro"))
+    out = tmp_path / "episodes"
+    args = ["rollout", "--tasks", str(small_suite), "--policy", "scripted", "--split", "train", "--limit", "4",
+            "--k", "2", "--workers", "2", "--out", str(out), "--profile", prof]
+    first = run(tmp_path, *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    result = json.loads(first.stdout)
+    assert result["planned"] == 8 and result["summary"]["episodes"] == 8 and result["summary"]["success"] == 1.0
+    assert "success=" in first.stderr and "ep/s" in first.stderr  # the progress bar: done, success so far, rate
+    again = run(tmp_path, *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["skipped"] == 8 and json.loads(again.stdout)["planned"] == 0
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("e2e").experiment_id])
+    assert len(runs) == 2 and all(r.data.tags["stage"] == "rollout" for r in runs)
+    assert {r.data.params["k"] for r in runs} == {"2"} and runs[0].data.metrics["episodes"] == 8
+
+
+def test_rollout_cli_refuses_what_the_teacher_cannot_play(tmp_path, small_suite):
+    rows = [json.loads(line) for line in small_suite.read_text().splitlines()][:3]
+    for r in rows:
+        r["reference_code"] = None
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run(tmp_path, "rollout", "--tasks", str(tasks), "--policy", "scripted", "--out", str(tmp_path / "o"),
+               "--profile", str(profile(tmp_path, "ref")))
+    assert proc.returncode != 0
+    assert "cannot play any of the 3 tasks" in proc.stderr and "reference solution" in proc.stderr

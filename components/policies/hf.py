@@ -46,7 +46,11 @@ class HFPolicy:
         path: Path = resolve_model(self.config.model)
         self.model_id = self.config.model
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.config.dtype))
+        from components.policies import attention
+
+        # grouped-query decoding without copying the cache per query head (see components.policies.attention)
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.config.dtype),
+                                                          attn_implementation=attention.register())
         self.model.to(self.config.device).eval()
         window = getattr(self.model.config, "max_position_embeddings", None) or self.config.max_context
         self.max_context = min(self.config.max_context, window)
@@ -55,6 +59,7 @@ class HFPolicy:
         # tokens whose text holds a backtick: only after one of these can a fence have closed
         self._fence_ids = {i for t, i in self.tokenizer.get_vocab().items() if "`" in t}
         self._kv: dict[str, tuple[list[int], list[tuple[Any, Any]]]] = {}
+        self._prefix: tuple[list[int], list[tuple[Any, Any]]] | None = None
 
     def generate(self, requests: list[GenerationRequest]) -> list[Generation]:
         out: list[Generation] = []
@@ -64,6 +69,7 @@ class HFPolicy:
 
     def close(self) -> None:
         self._kv.clear()
+        self._prefix = None
         self.model = None  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ decoding
@@ -75,7 +81,9 @@ class HFPolicy:
         if any(p is None or not p for p in prompts):
             raise ValueError("the hf backend needs prompt_token_ids on every request (see components.policies.tokens)")
         n, dev = len(prompts), self.config.device
-        # a turn's prompt extends the episode's previous context: reuse the keys and values computed for it
+        # a turn's prompt extends the episode's previous context: reuse the keys and values computed for it; a
+        # first turn starts from the prefix every episode shares (the system prompt), computed once
+        self._update_prefix(prompts)
         cached = [self._cached(r.key, p) for r, p in zip(requests, prompts, strict=True)]
         reuse = [len(c[0]) if c else 0 for c in cached]
         width_c = max(reuse)
@@ -91,41 +99,49 @@ class HFPolicy:
             mask[i, width_c - c: width_c] = 1
             mask[i, width_c + width_s - len(new):] = 1
             pos[i, width_s - len(new):] = torch.arange(c, len(p))
-        past = self._batch_cache(cached, width_c) if width_c else None
         budgets = [min(r.sampling.max_new_tokens, self.max_context - len(p)) for r, p in zip(requests, prompts, strict=True)]
+        past = self._batch_cache(cached, width_c, width_s + max(budgets))
         gens = [_row_generator(r) for r in requests]
         new_ids: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
         finish: list[str | None] = ["length" if b <= 0 else None for b in budgets]
         fences = [0] * n
+        rows = list(range(n))  # batch row -> request index; finished rows leave the batch
         step_ids, step_pos, mask = ids.to(dev), pos.to(dev), mask.to(dev)
         next_pos = torch.tensor([len(p) for p in prompts], device=dev).view(n, 1)
         with torch.inference_mode():
-            while any(f is None for f in finish):
+            while rows:
                 out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
                                  past_key_values=past, use_cache=True, logits_to_keep=1)
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
                 logprobs = torch.log_softmax(logits, dim=-1)
-                chosen = torch.full((n,), self.pad_id, dtype=torch.long)
-                for i in range(n):
-                    if finish[i] is not None:
-                        continue
-                    tok = _pick(logits[i], requests[i].sampling.temperature, requests[i].sampling.top_p, gens[i])
-                    chosen[i] = tok
+                chosen = torch.full((len(rows),), self.pad_id, dtype=torch.long)
+                for b, i in enumerate(rows):
+                    tok = _pick(logits[b], requests[i].sampling.temperature, requests[i].sampling.top_p, gens[i])
+                    chosen[b] = tok
                     new_ids[i].append(tok)
-                    logps[i].append(float(logprobs[i, tok]))
+                    logps[i].append(float(logprobs[b, tok]))
                     if tok == self.eos_id or tok in self._fence_ids and self._closes_action(new_ids[i], fences, i):
                         finish[i] = "stop"
                     elif len(new_ids[i]) >= budgets[i]:
                         finish[i] = "length"
-                if all(f is not None for f in finish):
-                    break
-                step_ids = chosen.view(n, 1).to(dev)
-                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=dev)], dim=1)
+                done = [b for b, i in enumerate(rows) if finish[i] is not None]
+                if done:  # keep what the finished rows computed, then drop them from the batch
+                    self._remember([requests[rows[b]] for b in done], [prompts[rows[b]] for b in done],
+                                   [new_ids[rows[b]] for b in done], mask[done], past, done)
+                    keep = [b for b in range(len(rows)) if finish[rows[b]] is None]
+                    if not keep:
+                        break
+                    index = torch.tensor(keep, device=dev)
+                    for layer in past.layers:
+                        layer.select_rows(index)
+                    rows, chosen = [rows[b] for b in keep], chosen[keep]
+                    mask, next_pos = mask[index], next_pos[index]
+                step_ids = chosen.view(len(rows), 1).to(dev)
+                mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=dev)], dim=1)
                 step_pos = next_pos
                 next_pos = next_pos + 1
-        self._remember(requests, prompts, new_ids, mask, past)
         share = (time.monotonic() - started) / n  # a batch's time is shared by its members
         return [
             Generation(text=self.tokenizer.decode(new_ids[i], skip_special_tokens=True), token_ids=new_ids[i],
@@ -135,19 +151,46 @@ class HFPolicy:
 
     # ------------------------------------------------------------------ keys and values kept across turns
     def _cached(self, key: str, prompt: list[int]) -> tuple[list[int], list[tuple[Any, Any]]] | None:
-        entry = self._kv.pop(key, None)
-        if entry is None:
-            return None
-        ids, layers = entry
-        if len(ids) >= len(prompt) or prompt[: len(ids)] != ids:
-            return None  # not this context's prefix (a new episode under the same key, or a rewritten prompt)
-        return entry
+        for entry in (self._kv.pop(key, None), self._prefix):
+            if entry is None:
+                continue
+            ids, _ = entry
+            if len(ids) < len(prompt) and prompt[: len(ids)] == ids:
+                return entry
+        return None  # no cached prefix of this context (a new episode under the same key, a rewritten prompt)
 
-    def _batch_cache(self, cached: list[tuple[list[int], list[tuple[Any, Any]]] | None], width: int) -> Any:
+    def _update_prefix(self, prompts: list[list[int]]) -> None:
+        """Compute the keys and values of the prefix the batch's fresh prompts share, once (it stays until
+        prompts with another prefix come)."""
         import torch
-        from transformers import DynamicCache
 
-        cache = DynamicCache(config=self.model.config)
+        from components.policies.kv_cache import growing_cache
+
+        if self._prefix is not None and all(p[: len(self._prefix[0])] == self._prefix[0] for p in prompts):
+            return
+        common = prompts[0]
+        for p in prompts[1:]:
+            k = 0
+            while k < min(len(common), len(p)) and common[k] == p[k]:
+                k += 1
+            common = common[:k]
+        common = common[: min(len(p) for p in prompts) - 1]
+        if len(common) < 32 or len(prompts) < 2 or self.config.kv_cache_episodes == 0:
+            return
+        cache = growing_cache(self.model.config, 0)
+        with torch.inference_mode():
+            self.model(input_ids=torch.tensor([common], device=self.config.device), past_key_values=cache,
+                       use_cache=True, logits_to_keep=1)
+        self._prefix = (list(common), [(layer.keys[0].clone(), layer.values[0].clone()) for layer in cache.layers])
+
+    def _batch_cache(self, cached: list[tuple[list[int], list[tuple[Any, Any]]] | None], width: int, reserve: int) -> Any:
+        import torch
+
+        from components.policies.kv_cache import growing_cache
+
+        cache = growing_cache(self.model.config, reserve)
+        if not width:
+            return cache
         sample = next(c for c in cached if c)[1]
         for layer, (k0, _) in enumerate(sample):
             heads, dim = k0.shape[0], k0.shape[-1]
@@ -162,17 +205,17 @@ class HFPolicy:
         return cache
 
     def _remember(self, requests: list[GenerationRequest], prompts: list[list[int]], new_ids: list[list[int]],
-                  mask: Any, past: Any) -> None:
-        """Keep each row's keys and values (its real positions only) for the episode's next turn."""
-        if past is None or self.config.kv_cache_episodes == 0:
+                  masks: Any, past: Any, batch_rows: list[int]) -> None:
+        """Keep each finished row's keys and values (its real positions only) for the episode's next turn."""
+        if self.config.kv_cache_episodes == 0 or past.get_seq_length() == 0:
             return
-        length = past.layers[0].keys.shape[-2]
-        for i, r in enumerate(requests):
-            covered = prompts[i] + new_ids[i][:-1]  # the last sampled token was never fed back
-            where = mask[i, :length].nonzero().flatten()[: len(covered)]
+        length = past.get_seq_length()
+        for r, prompt, new, mask, b in zip(requests, prompts, new_ids, masks, batch_rows, strict=True):
+            covered = prompt + new[:-1]  # the last sampled token was never fed back
+            where = mask[:length].nonzero().flatten()[: len(covered)]
             if len(where) != len(covered):
                 continue
-            self._kv[r.key] = (covered, [(layer.keys[i][:, where].clone(), layer.values[i][:, where].clone())
+            self._kv[r.key] = (covered, [(layer.keys[b][:, where].clone(), layer.values[b][:, where].clone())
                                          for layer in past.layers])
         while len(self._kv) > self.config.kv_cache_episodes:  # oldest first: episodes still alive come back soon
             self._kv.pop(next(iter(self._kv)))
