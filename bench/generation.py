@@ -1,7 +1,8 @@
 """Generation speed of the hf backend: 16 waiting episodes batched into one call, against one episode at a time;
 and the vLLM engine against batched hf on the same prompts (when its environment exists).
 
-    python -m bench.generation [--episodes 16] [--new-tokens 64] [--model SmolLM2-135M-Instruct] [--vllm]
+    python -m bench.generation [--episodes 16] [--new-tokens 64] [--model SmolLM2-135M-Instruct] [--dtype bfloat16]
+                               [--vllm]
 
 Prompts are the first prompts of real demo tasks (the one agent prompt, every domain). Decoding is greedy and
 capped at --new-tokens; tokens/s counts generated tokens over wall time. Ratios are against the one-at-a-time
@@ -43,10 +44,10 @@ def _timed(policy: Policy, batches: list[list[GenerationRequest]]) -> tuple[floa
 
 
 def main(episodes: int = 16, new_tokens: int = 64, model: str = "SmolLM2-135M-Instruct",
-         tasks: Path = ROOT / "data" / "demo" / "tasks.jsonl", vllm: bool = False) -> None:
+         tasks: Path = ROOT / "data" / "demo" / "tasks.jsonl", vllm: bool = False, dtype: str = "bfloat16") -> None:
     from components.policies.hf import HFConfig, HFPolicy
 
-    hf = HFPolicy(HFConfig(model=model))
+    hf = HFPolicy(HFConfig(model=model, dtype=dtype))
     chat = ChatTokens(hf.tokenizer)
     reqs = _requests(chat, tasks, episodes, new_tokens)
     hf.generate(reqs[:2])  # warm-up: first-call allocations
@@ -55,6 +56,7 @@ def main(episodes: int = 16, new_tokens: int = 64, model: str = "SmolLM2-135M-In
     rows.append(("hf, one episode at a time (baseline)", t_one, n_one))
     t_batch, n_batch = _timed(hf, [reqs])
     rows.append((f"hf, {len(reqs)} episodes in one batch", t_batch, n_batch))
+    Console().print(f"hf dtype {dtype}")
     if vllm:
         from components.policies.vllm import VLLMPolicy, VLLMPolicyConfig
 
