@@ -42,7 +42,9 @@ def _run(tasks_path: Path, n: int, workers: int, ray: bool, backend: str) -> dic
     turns = [t for e in episodes for t in e.turns]
     inside = sum(t.duration_s for t in turns)
     executing = sum(t.exec_result.duration_s for t in turns if t.exec_result is not None)
+    resets = sum(e.env_time_s for e in episodes) - inside  # taking a started sandbox and uploading the task's files
     return {"episodes": len(episodes), "steps": len(turns), "wall": wall, "success": result.summary.get("success", 0.0),
+            "exec_ms": 1000 * executing / max(len(turns), 1), "reset_ms": 1000 * resets / max(len(episodes), 1),
             "framework_ms": 1000 * (inside - executing) / max(len(turns), 1),
             "loop_ms": 1000 * max(wall * workers - inside, 0.0) / max(len(turns), 1)}
 
@@ -61,14 +63,15 @@ def main(tasks: int = 48, backend: str = "process", tasks_file: Path = ROOT / "d
     finally:
         ray.shutdown()
     table = Table("runner", "workers", "episodes", "steps", "wall s", "episodes/s", "steps/s", "× 1 worker",
-                  "framework ms/step", "loop ms/step", "success")
+                  "sandbox exec ms/step", "framework ms/step", "reset ms/episode", "outside steps ms/step", "success")
     for (ray_on, workers), r in rows.items():
         one = rows[(ray_on, 1)]
         scale = (r["steps"] / r["wall"]) / (one["steps"] / one["wall"])
         table.add_row("ray" if ray_on else "local", str(workers), str(r["episodes"]), str(r["steps"]),
                       f"{r['wall']:.1f}", f"{r['episodes'] / r['wall']:.2f}", f"{r['steps'] / r['wall']:.2f}",
-                      f"{scale:.2f}", f"{r['framework_ms']:.1f}", f"{r['loop_ms']:.1f}", f"{r['success']:.0%}")
-    Console().print(table)
+                      f"{scale:.2f}", f"{r['exec_ms']:.1f}", f"{r['framework_ms']:.1f}", f"{r['reset_ms']:.1f}",
+                      f"{r['loop_ms']:.1f}", f"{r['success']:.0%}")
+    Console(width=200).print(table)
 
 
 if __name__ == "__main__":
