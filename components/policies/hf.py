@@ -35,6 +35,7 @@ class HFConfig(BaseModel):
 class HFPolicy:
     backend = "hf"
     uses_tokens = True
+    gather_s = 0.05  # the scheduler waits this long for more episodes to join a batch
 
     def __init__(self, config: HFConfig | None = None):
         import torch

@@ -59,6 +59,8 @@ class RolloutScheduler:
         self.max_in_flight = max_in_flight
         self.min_new_tokens = min_new_tokens
         self.chat = ChatTokens(policy.tokenizer) if policy.uses_tokens else None  # type: ignore[attr-defined]
+        # how long a model call may wait for more episodes to join its batch (hf: a call costs seconds)
+        self.gather_s = float(getattr(policy, "gather_s", 0.0))
         self.stats = SchedulerStats()
 
     def run(self, jobs: Iterable[RolloutJob], on_finished: Callable[[list[Episode]], None]) -> SchedulerStats:
@@ -74,6 +76,10 @@ class RolloutScheduler:
                         exhausted = True
                         break
                     running[pool.submit(self._start, job)] = job
+                if waiting and running and len(waiting) < len(running) and self.gather_s > 0:
+                    # a model call costs seconds: let the steps about to finish join this batch
+                    wait(list(running), timeout=self.gather_s, return_when=FIRST_COMPLETED)
+                    waiting += self._collect(running, on_finished)
                 if waiting:
                     batch, waiting = waiting, []
                     for live, gen in self._generate(batch):
@@ -82,21 +88,27 @@ class RolloutScheduler:
                     wait(list(running), return_when=FIRST_COMPLETED)
                 elif exhausted:
                     break
-                finished = []
-                for fut in [f for f in running if f.done()]:
-                    job = running.pop(fut)
-                    try:
-                        live = fut.result()
-                    except Exception as exc:  # noqa: BLE001 - one broken sandbox must not end the collection
-                        self._fail(job, exc)
-                        continue
-                    if live.env.episode.done:
-                        finished.append(self._close(live))
-                    else:
-                        waiting.append(live)
-                if finished:
-                    on_finished(finished)
+                waiting += self._collect(running, on_finished)
         return self.stats
+
+    def _collect(self, running: dict[Future[_Live], RolloutJob], on_finished: Callable[[list[Episode]], None]
+                 ) -> list[_Live]:
+        """Take the finished environment steps: hand over ended episodes, return those waiting for the model."""
+        finished, waiting = [], []
+        for fut in [f for f in running if f.done()]:
+            job = running.pop(fut)
+            try:
+                live = fut.result()
+            except Exception as exc:  # noqa: BLE001 - one broken sandbox must not end the collection
+                self._fail(job, exc)
+                continue
+            if live.env.episode.done:
+                finished.append(self._close(live))
+            else:
+                waiting.append(live)
+        if finished:
+            on_finished(finished)
+        return waiting
 
     # ------------------------------------------------------------------ environment side (pool threads)
     def _start(self, job: RolloutJob) -> _Live:
