@@ -147,10 +147,10 @@ CORRUPTIONS = {
     # name: (damage shard 0, the failing expectation's description, its column, the line it names)
     "torn last line": (_torn, "each line is a JSON object", "json_problem", 3),
     "invalid JSON": (_bad_json, "each line is a JSON object", "json_problem", 2),
-    "changed answer": (lambda p: _edit_line(p, 2, submitted_answer=31.0), "checksum equals record_checksum(row)", "checksum_problem", 2),
+    "changed answer": (lambda p: _edit_line(p, 2, submitted_answer=31.0), "checksum equals row_checksum(row)", "checksum_problem", 2),
     "flipped outcome and reward": (lambda p: _edit_line(p, 2, outcome="correct", reward=1.0,
                                                         check={"correct": True, "grader_reason": "edited"}),
-                                   "checksum equals record_checksum(row)", "checksum_problem", 2),
+                                   "checksum equals row_checksum(row)", "checksum_problem", 2),
     "unknown field": (lambda p: _edit_line(p, 1, grade="A"), "the row validates as an Episode", "schema_problem", 1),
 }
 
@@ -209,7 +209,7 @@ def test_the_suite_names_each_broken_rule_and_its_lines(tmp_path):
         "each line is a JSON object", "episode_id is unique", "(task_id, sample_index) is unique", "outcome is an Outcome",
         "reward is in [0, 1]", "schema_version is one of [3]", "a finished episode has turns (unless context_limit)",
         "episode_id, task_id, sample_index, outcome, reward, schema_version, checksum are not null",
-        "the row validates as an Episode", "checksum equals record_checksum(row)", "reward == 1 exactly when outcome is correct",
+        "the row validates as an Episode", "checksum equals row_checksum(row)", "reward == 1 exactly when outcome is correct",
     }, report.summary()
     assert report.rows == 9 and report.path == str(path)
     assert failed["each line is a JSON object"].unexpected[0].startswith("line 9: 'not valid JSON")
@@ -220,7 +220,7 @@ def test_the_suite_names_each_broken_rule_and_its_lines(tmp_path):
     assert failed["the row validates as an Episode"].unexpected[0].startswith("line 5: \"field 'outcome'")
     assert failed["a finished episode has turns (unless context_limit)"].unexpected == ["line 6: \"outcome 'correct' with no turns\""]
     assert failed["reward == 1 exactly when outcome is correct"].unexpected == ["line 7: \"reward 1 with outcome 'wrong_answer'\""]
-    assert [u.split(":")[0] for u in failed["checksum equals record_checksum(row)"].unexpected] == ["line 7"]  # 5 is no Episode
+    assert [u.split(":")[0] for u in failed["checksum equals row_checksum(row)"].unexpected] == ["line 7"]  # 5 is no Episode
     assert failed["episode_id, task_id, sample_index, outcome, reward, schema_version, checksum are not null"].unexpected == [
         "line 6: 'checksum'"]
     # one GE run for several shards still judges each alone: the same ids in two shards are no failure of either
