@@ -66,7 +66,7 @@ class RolloutProfile(_Strict):
     max_in_flight: int = Field(default=32, ge=1)
     ray_address: str | None = None
     env: dict[str, Any] = Field(default_factory=dict, description="overrides of the profile's env section")
-    out_dir: Path | None = Field(default=None, description="default: <data.out_dir>/rollouts/<name>")
+    out_dir: Path | None = Field(default=None, description="default: data/rollouts/<profile>/<name>")
 
 
 class PipelineConfig(_Strict):
@@ -90,7 +90,8 @@ class PipelineConfig(_Strict):
 
     def rollout_dir(self, name: str) -> Path:
         r = self.rollouts[name]
-        return r.out_dir or self.data.out_dir / "rollouts" / name
+        # beside the suite, not inside it: the suite folder is a DVC output that `dvc repro` rebuilds
+        return r.out_dir or self.data.out_dir.parent / "rollouts" / self.profile / name
 
 
 def load_config(profile_or_path: str | Path) -> PipelineConfig:
