@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from components.envs.coding_env import EnvConfig
-from components.envs.episode import Episode, Outcome
+from components.envs.episode import Episode
 from components.policies.protocol import Policy
 from components.policies.registry import PolicyConfig, build_policy
 from components.rollout.jobs import RolloutJob, SamplingPlan, plan_jobs
@@ -178,12 +178,3 @@ def _refusals(policy: object, tasks: Sequence[Task]) -> dict[str, str]:
         return {}
     return {t.task_id: reason for t in tasks if (reason := refuse(t))}
 
-
-def success_by(episodes: Sequence[Episode], key: str) -> dict[str, tuple[int, int]]:
-    """{group: (episodes, correct)} for key domain | dataset | category."""
-    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for e in episodes:
-        g = out[str(getattr(e, key))]
-        g[0] += 1
-        g[1] += e.outcome == Outcome.CORRECT
-    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
