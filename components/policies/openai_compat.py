@@ -24,7 +24,7 @@ import random
 import re
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from components.policies.fanout import all_or_first_error
 from components.policies.protocol import Generation, GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -129,16 +130,7 @@ class OpenAIPolicy:
         if self._closed.is_set():
             raise RuntimeError("OpenAIPolicy.generate after close()")
         key = self._key()
-        futures = [self._pool.submit(self._one, r, key) for r in requests]
-        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in futures if f in done and f.exception() is not None), None)
-        if failed is not None:
-            for f in pending:  # not started yet: no point sending them for a batch that fails
-                f.cancel()
-            exc = failed.exception()
-            assert exc is not None
-            raise exc
-        return [f.result() for f in futures]
+        return all_or_first_error(self._pool, lambda r: self._one(r, key), requests)
 
     def close(self) -> None:
         if not self._closed.is_set():

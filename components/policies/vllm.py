@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import re
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 from pydantic import Field, field_validator
 
+from components.policies.fanout import all_or_first_error
 from components.policies.models import resolve_model
 from components.policies.protocol import FinishReason, Generation, GenerationRequest
 from components.policies.vllm_server import VLLMConfig, VLLMError, VLLMServer
@@ -112,16 +113,7 @@ class VLLMPolicy:
     def generate(self, requests: list[GenerationRequest]) -> list[Generation]:
         if self._closed:
             raise VLLMError("VLLMPolicy.generate after close()")
-        futures = [self._pool.submit(self._one, r) for r in requests]
-        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in futures if f in done and f.exception() is not None), None)
-        if failed is not None:
-            for f in pending:  # not sent yet: no point for a batch that fails
-                f.cancel()
-            exc = failed.exception()
-            assert exc is not None
-            raise exc
-        return [f.result() for f in futures]
+        return all_or_first_error(self._pool, self._one, requests)
 
     def close(self) -> None:
         if self._closed:
