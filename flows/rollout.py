@@ -14,7 +14,6 @@ from components.config import PipelineConfig, load_config
 from components.envs.episode import Episode, Outcome
 from components.policies.protocol import PolicyRefusal
 from components.rollout.collect import CollectionConfig, CollectionResult, collect
-from components.rollout.store import load_episodes_dir
 from components.tracking.tracker import MlflowTracker
 from flows.runtime import PROJECT_ROOT
 
@@ -48,7 +47,8 @@ def _collect_with_progress(tasks: Path, out_dir: Path, config: CollectionConfig,
         bar.set_postfix(success=f"{counts['correct'] / counts['done']:.1%}")
 
     try:
-        return collect(tasks, out_dir, config, on_progress=on_progress, total_hook=lambda n: _set_total(bar, n))
+        return collect(tasks, out_dir, config, on_progress=on_progress, total_hook=lambda n: _set_total(bar, n),
+                       sample_size=SAMPLE_EPISODES)
     finally:
         bar.close()
 
@@ -83,10 +83,7 @@ def _track(cfg: PipelineConfig, name: str, tasks: Path, out_dir: Path, config: C
         with tempfile.TemporaryDirectory() as tmp:
             sample = Path(tmp) / "episodes_sample.jsonl"
             with open(sample, "w", encoding="utf-8") as fh:
-                for i, ep in enumerate(load_episodes_dir(out_dir)):
-                    if i >= SAMPLE_EPISODES:
-                        break
-                    fh.write(ep.model_dump_json() + "\n")
+                fh.writelines(ep.model_dump_json() + "\n" for ep in result.sample)
             report = Path(tmp) / "collection.json"
             report.write_text(json.dumps(result.model_dump(), indent=2, default=str))
             run.log_artifact(sample)

@@ -29,7 +29,7 @@ from components.envs.actions import (
     find_actions,
     no_action,
 )
-from components.envs.episode import Check, Episode, Turn, classify_outcome
+from components.envs.episode import Check, Episode, Turn, classify_outcome, episode_id
 from components.envs.feedback import ErrorContext, ErrorInfo
 from components.envs.prompt import SYSTEM_PROMPT
 from components.sandbox.protocol import ExecResult, Limits, Sandbox
@@ -132,7 +132,7 @@ class CodingEnv:
         self._started = time.monotonic()
         first = self._first_observation(task)
         self._episode = Episode(
-            episode_id=f"{task.task_id}#{sample_index}",
+            episode_id=episode_id(task.task_id, sample_index),
             task_id=task.task_id,
             sample_index=sample_index,
             dataset=task.dataset,

@@ -157,6 +157,11 @@ def _action_text(turn: Turn) -> str:
     return turn.action.model_dump_json() if turn.action is not None else ""
 
 
+def episode_id(task_id: str, sample_index: int) -> str:
+    """An episode's id: its task and sample index, unique within a rollout."""
+    return f"{task_id}#{sample_index}"
+
+
 def classify_outcome(submitted: bool, check: Check | None, loop_detected: bool, context_limit: bool = False
                      ) -> Outcome:
     """See the module docstring for the precedence."""

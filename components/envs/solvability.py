@@ -12,6 +12,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -36,6 +37,16 @@ class SolvabilityReport(BaseModel):
         return self.solved / self.episodes if self.episodes else 0.0
 
 
+def printed_answer(line: str | None) -> Any:
+    """The answer a program printed on its last line: JSON when it parses, else the text itself."""
+    if line is None:
+        return None
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return line
+
+
 def reference_episode(env: CodingEnv, task: Task) -> Episode:
     env.reset(task)
     if task.answer_spec.type == AnswerType.CODE:
@@ -45,10 +56,7 @@ def reference_episode(env: CodingEnv, task: Task) -> Episode:
     printed = env.episode.turns[-1].exec_result
     answer = None
     if not step.done and printed is not None and printed.stdout.strip():
-        try:
-            answer = json.loads(printed.stdout.strip().splitlines()[-1])
-        except json.JSONDecodeError:
-            answer = printed.stdout.strip().splitlines()[-1]
+        answer = printed_answer(printed.stdout.strip().splitlines()[-1])
     if not env.episode.done:
         env.step(SubmitAnswer(answer=answer))
     return env.episode

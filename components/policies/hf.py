@@ -106,7 +106,6 @@ class HFPolicy:
         new_ids: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
         finish: list[str | None] = ["length" if b <= 0 else None for b in budgets]
-        fences = [0] * n
         rows = list(range(n))  # batch row -> request index; finished rows leave the batch
         step_ids, step_pos, mask = ids.to(dev), pos.to(dev), mask.to(dev)
         next_pos = torch.tensor([len(p) for p in prompts], device=dev).view(n, 1)
@@ -123,7 +122,7 @@ class HFPolicy:
                     chosen[b] = tok
                     new_ids[i].append(tok)
                     logps[i].append(float(logprobs[b, tok]))
-                    if tok == self.eos_id or tok in self._fence_ids and self._closes_action(new_ids[i], fences, i):
+                    if tok == self.eos_id or tok in self._fence_ids and self._closes_action(new_ids[i]):
                         finish[i] = "stop"
                     elif len(new_ids[i]) >= budgets[i]:
                         finish[i] = "length"
@@ -225,19 +224,16 @@ class HFPolicy:
         """The episode is over: its keys and values are not needed again."""
         self._kv.pop(key, None)
 
-    def _closes_action(self, tokens: list[int], fences: list[int], row: int) -> bool:
+    def _closes_action(self, tokens: list[int]) -> bool:
         """True once the reply holds an opening and a closing ``` fence: a complete action."""
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        fences[row] = text.count("```")
-        return fences[row] >= 2
+        return self.tokenizer.decode(tokens, skip_special_tokens=True).count("```") >= 2
 
 
 def _row_generator(request: GenerationRequest) -> Any:
     import torch
 
     gen = torch.Generator()
-    # the turn index keeps a multi-turn episode from replaying its first draws on every turn
-    gen.manual_seed(request.sampling.seed * 1_000_003 + len(request.messages))
+    gen.manual_seed(request.turn_seed)
     return gen
 
 

@@ -33,15 +33,12 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from components.policies.fanout import all_or_first_error
-from components.policies.protocol import Generation, GenerationRequest
+from components.policies.protocol import CONTEXT_ERROR, Generation, GenerationRequest, context_exceeded
 
 log = logging.getLogger(__name__)
 
 # what every request sets itself; extra_body may add fields but not replace these (stream/n would break parsing)
 _RESERVED = frozenset({"model", "messages", "temperature", "top_p", "max_tokens", "seed", "stream", "n"})
-# vLLM: "This model's maximum context length is 2048 tokens"; OpenAI: code "context_length_exceeded";
-# SGLang: "... exceeds the model's maximum context length"; others say "context window"
-_CONTEXT_RE = re.compile(r"context[ _]length|maximum context|context window", re.IGNORECASE)
 _ERROR_CHARS = 300  # how much of a server's error text a message or metadata carries
 _MIN_KEY_FRAGMENT = 8  # an echoed key fragment this long is masked too (servers often echo a key half-starred)
 
@@ -185,8 +182,8 @@ class OpenAIPolicy:
         # 408 is the server's own request timeout: as retryable as ours
         if status in (408, 429) or status >= 500:
             raise _Retryable(f"status {status}", status, f": {detail}", _retry_after_s(resp.headers.get("retry-after")))
-        if status in (400, 413) and _CONTEXT_RE.search(detail):
-            return Generation(text="", finish_reason="length", metadata={"context_exceeded": True, "error": detail})
+        if status in (400, 413) and CONTEXT_ERROR.search(detail):
+            return context_exceeded(detail)
         raise OpenAIError(f"POST {self.url} returned status {status} (not retried): {detail}", self.url, status, 1)
 
     def _parse(self, resp: httpx.Response, key: _Key | None) -> Generation:

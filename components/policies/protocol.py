@@ -8,6 +8,7 @@ backend never tokenizes chat text again. Backends are registered by name (compon
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -27,6 +28,12 @@ class GenerationRequest:
     task: Task | None = None
     memory: dict[str, Any] = field(default_factory=dict)  # per-episode state the backend owns across turns
 
+    @property
+    def turn_seed(self) -> int:
+        """The seed of this turn's draws: the episode's seed and the turn index, so that a multi-turn episode does
+        not replay its first draws on every turn (hf and vllm draw the same way)."""
+        return self.sampling.seed * 1_000_003 + len(self.messages)
+
 
 @dataclass
 class Generation:
@@ -36,6 +43,22 @@ class Generation:
     finish_reason: FinishReason = "stop"
     model_time_s: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)  # recorded in Turn.metadata (e.g. a teacher's mistake)
+
+
+# what servers say when a prompt (plus max_tokens) is over the context: vLLM "This model's maximum context length
+# is 2048 tokens" / "max_model_len"; OpenAI code "context_length_exceeded"; SGLang "... maximum context length";
+# others "context window"
+CONTEXT_ERROR = re.compile(r"context[ _]length|maximum context|context window|max_model_len", re.IGNORECASE)
+
+
+def context_exceeded(reason: str, model_time_s: float = 0.0) -> Generation:
+    """The reply to a request whose context is full: the scheduler ends that episode as context_limit."""
+    return Generation(text="", token_ids=[], logprobs=[], finish_reason="length", model_time_s=model_time_s,
+                      metadata={"context_exceeded": True, "error": reason[:300]})
+
+
+def is_context_exceeded(gen: Generation) -> bool:
+    return bool(gen.metadata.get("context_exceeded"))
 
 
 class PolicyRefusal(ValueError):
@@ -53,10 +76,3 @@ class Policy(Protocol):
 
     def close(self) -> None: ...
 
-
-def check_task(policy: Policy, task: Task) -> None:
-    """Raise PolicyRefusal when `policy` cannot play `task` (a policy may define `refuse(task) -> str | None`)."""
-    refuse = getattr(policy, "refuse", None)
-    reason = refuse(task) if refuse is not None else None
-    if reason:
-        raise PolicyRefusal(reason)

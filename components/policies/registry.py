@@ -7,11 +7,13 @@ teacher never imports torch and choosing hf never needs the vLLM environment.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from components.policies.protocol import Policy
+from components.tasks.record import Task
 
 Backend = Literal["hf", "vllm", "openai", "scripted"]
 
@@ -52,6 +54,13 @@ class PolicyConfig(BaseModel):
         """A copy with options set (None values are left out: an unset command-line flag keeps the profile's)."""
         merged = {**self.options, **{k: v for k, v in overrides.items() if v is not None}}
         return PolicyConfig(backend=self.backend, options=merged)
+
+
+def refusal(config: PolicyConfig) -> Callable[[Task], str | None] | None:
+    """The backend's `refuse(task)` (a static method: why it cannot play a task), or None if it plays any task.
+    Asked before any policy is built, so a Ray driver never loads a model just to know what to hand out."""
+    _, policy_cls = _parts(config.backend)
+    return getattr(policy_cls, "refuse", None)
 
 
 def build_policy(config: PolicyConfig) -> Policy:

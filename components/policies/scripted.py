@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from components.envs.solvability import printed_answer
 from components.policies.protocol import Generation, GenerationRequest, PolicyRefusal
 from components.tasks.record import SUBMISSION_SLOT, AnswerType, Domain, Task
 
@@ -109,7 +110,9 @@ class ScriptedTeacher:
     def __init__(self, config: ScriptedConfig | None = None) -> None:
         self.config = config or ScriptedConfig()
 
-    def refuse(self, task: Task) -> str | None:
+    @staticmethod
+    def refuse(task: Task) -> str | None:
+        """Why the teacher cannot play `task` (None: it can); needs no teacher built, so a driver can ask first."""
         if not (task.reference_code or "").strip():
             return (
                 f"the scripted teacher needs a reference solution; task {task.task_id} ({task.dataset}) has none — "
@@ -197,7 +200,7 @@ class ScriptedTeacher:
 
     def _submit(self, mem: dict[str, Any], lead: str, planned: MistakeKind | None) -> tuple[str, TeacherTurn]:
         mem["last"] = "submitted"
-        return f"{lead}\n\n{submit_block(answer_from(mem.get('printed')))}", TeacherTurn(stage="submit", planned=planned)
+        return f"{lead}\n\n{submit_block(printed_answer(mem.get('printed')))}", TeacherTurn(stage="submit", planned=planned)
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -602,15 +605,6 @@ def printed_line(observation: str) -> str | None:
     cut = min((at for t in _TRAILERS if (at := observation.find(t)) >= 0), default=len(observation))
     lines = [line for line in observation[:cut].splitlines() if line.strip()]
     return lines[-1].strip() if lines else None
-
-
-def answer_from(printed: str | None) -> Any:
-    if printed is None:
-        return None
-    try:
-        return json.loads(printed)
-    except json.JSONDecodeError:
-        return printed
 
 
 def _evidence_clause(failure: str) -> str:

@@ -15,7 +15,6 @@ either owns a server (VLLMServer, started on construction, stopped by close()) o
 
 from __future__ import annotations
 
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,11 +25,9 @@ from pydantic import Field, field_validator
 
 from components.policies.fanout import all_or_first_error
 from components.policies.models import resolve_model
-from components.policies.protocol import FinishReason, Generation, GenerationRequest
+from components.policies.protocol import CONTEXT_ERROR, FinishReason, Generation, GenerationRequest, context_exceeded
 from components.policies.vllm_server import VLLMConfig, VLLMError, VLLMServer
 
-# vLLM's 400 for a prompt (plus max_tokens) over max_model_len: "This model's maximum context length is ..."
-_CONTEXT_RE = re.compile(r"maximum context length|max_model_len|context length", re.IGNORECASE)
 _INT64_MAX = 2**63 - 1
 
 
@@ -146,13 +143,11 @@ class VLLMPolicy:
         budget = s.max_new_tokens if self.max_context is None else min(s.max_new_tokens, self.max_context - len(prompt))
         if budget <= 0:
             reason = f"prompt of {len(prompt)} tokens leaves no room in the context of {self.max_context}"
-            return Generation(text="", token_ids=[], logprobs=[], finish_reason="length",
-                              metadata={"context_exceeded": True, "error": reason})
+            return context_exceeded(reason)
         body = {
             "model": self.served_model_name, "prompt": list(prompt), "max_tokens": budget,
             "temperature": s.temperature, "top_p": s.top_p,
-            # as the hf backend: the turn index keeps a multi-turn episode from replaying its first draws
-            "seed": (s.seed * 1_000_003 + len(request.messages)) % _INT64_MAX,
+            "seed": request.turn_seed % _INT64_MAX,
             "logprobs": 0, "return_token_ids": True,
             "add_special_tokens": False,  # the ids are the whole context: no BOS in front of them
             "skip_special_tokens": True,  # the text without the end-of-turn token (token_ids keep it)
@@ -167,9 +162,8 @@ class VLLMPolicy:
         elapsed = time.perf_counter() - started
         if resp.status_code != 200:
             detail = _error_text(resp)
-            if resp.status_code == 400 and _CONTEXT_RE.search(detail):
-                return Generation(text="", token_ids=[], logprobs=[], finish_reason="length", model_time_s=elapsed,
-                                  metadata={"context_exceeded": True, "error": detail})
+            if resp.status_code == 400 and CONTEXT_ERROR.search(detail):
+                return context_exceeded(detail, elapsed)
             raise VLLMError(f"POST {url} returned {resp.status_code}: {detail}{self._server_hint()}")
         return _parse(resp, prompt, elapsed, url)
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from components.envs.coding_env import EnvConfig
 from components.envs.episode import Episode
 from components.policies.protocol import Policy
-from components.policies.registry import PolicyConfig, build_policy
+from components.policies.registry import PolicyConfig, build_policy, refusal
 from components.rollout.jobs import RolloutJob, SamplingPlan, plan_jobs
 from components.rollout.metrics import summarize
 from components.rollout.scheduler import RolloutScheduler, SchedulerStats
@@ -59,6 +59,8 @@ class CollectionResult(BaseModel):
     rejected_shards: list[str]
     summary: dict[str, float]  # over every valid episode in the folder
     elapsed_s: float
+    # the first episodes of the folder, for a tracker's artifacts (left out of dumps: the shards hold them all)
+    sample: list[Episode] = Field(default_factory=list, exclude=True)
 
 
 def select_tasks(tasks: Sequence[Task], split: str | None, limit: int | None) -> list[Task]:
@@ -88,13 +90,14 @@ def select_tasks(tasks: Sequence[Task], split: str | None, limit: int | None) ->
 
 def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
             on_progress: Callable[[list[Episode]], None] | None = None,
-            policy: Policy | None = None, total_hook: Callable[[int], None] | None = None) -> CollectionResult:
+            policy: Policy | None = None, total_hook: Callable[[int], None] | None = None,
+            sample_size: int = 0) -> CollectionResult:
     """Play every (task, sample) of `config` not already in `out_dir`; `policy` reuses a built one."""
     started = time.monotonic()
     tasks = select_tasks(load_tasks(tasks_path), config.split, config.limit)
-    with EpisodeStore(out_dir, shard_size=config.shard_size) as store, _policy(config, policy) as player:
+    with EpisodeStore(out_dir, shard_size=config.shard_size) as store, _local_policy(config, policy) as player:
         done = store.done_keys()
-        refused = _refusals(player, tasks)
+        refused = _refusals(config, tasks)
         playable = [t for t in tasks if t.task_id not in refused]
         jobs = plan_jobs(playable, config.plan, skip=done)
         skipped = len(playable) * config.plan.k - len(jobs)
@@ -117,7 +120,7 @@ def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
     return CollectionResult(
         out_dir=str(out_dir), planned=len(jobs), skipped=skipped, refused=refused, failed=stats.failed,
         errors=stats.errors, rejected_shards=rejected, summary=summarize(episodes),
-        elapsed_s=time.monotonic() - started)
+        elapsed_s=time.monotonic() - started, sample=episodes[:sample_size])
 
 
 def collection_sandboxes(config: CollectionConfig) -> contextlib.AbstractContextManager[Callable[[], Sandbox]]:
@@ -143,13 +146,10 @@ def _run_local(policy: Policy, jobs: list[RolloutJob], task_root: Path, config: 
 
 
 @contextlib.contextmanager
-def _policy(config: CollectionConfig, policy: Policy | None) -> Iterator[Policy]:
-    if policy is not None:
+def _local_policy(config: CollectionConfig, policy: Policy | None) -> Iterator[Policy | None]:
+    """The policy this process plays with: the one given, one built here, or None on Ray (actors build theirs)."""
+    if policy is not None or config.ray_address:
         yield policy
-        return
-    if config.ray_address:  # Ray actors build their own; the driver only needs refusals
-        built = build_policy(config.policy) if config.policy.backend == "scripted" else None
-        yield built if built is not None else _NoRefusal(config.policy.backend)
         return
     built = build_policy(config.policy)
     try:
@@ -158,23 +158,8 @@ def _policy(config: CollectionConfig, policy: Policy | None) -> Iterator[Policy]
         built.close()
 
 
-class _NoRefusal:
-    """Stands in for a model policy on the Ray driver: model policies play every task."""
-
-    uses_tokens = False
-    max_context = None
-    model_id = ""
-
-    def __init__(self, backend: str):
-        self.backend = backend
-
-    def close(self) -> None:
-        pass
-
-
-def _refusals(policy: object, tasks: Sequence[Task]) -> dict[str, str]:
-    refuse = getattr(policy, "refuse", None)
+def _refusals(config: CollectionConfig, tasks: Sequence[Task]) -> dict[str, str]:
+    refuse = refusal(config.policy)
     if refuse is None:
         return {}
     return {t.task_id: reason for t in tasks if (reason := refuse(t))}
-

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.envs.episode import Sampling
+from components.envs.episode import Sampling, episode_id
 from components.tasks.record import Task
 
 
@@ -37,6 +37,10 @@ class RolloutJob:
     @property
     def key(self) -> tuple[str, int]:
         return (self.task.task_id, self.sample_index)
+
+    @property
+    def episode_id(self) -> str:
+        return episode_id(self.task.task_id, self.sample_index)
 
 
 def episode_seed(base: int, task_id: str, sample_index: int) -> int:

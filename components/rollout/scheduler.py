@@ -22,7 +22,7 @@ from typing import Any
 
 from components.envs.coding_env import CodingEnv, EnvConfig
 from components.envs.episode import Episode, PolicyInfo
-from components.policies.protocol import Generation, GenerationRequest, Policy
+from components.policies.protocol import Generation, GenerationRequest, Policy, context_exceeded, is_context_exceeded
 from components.policies.tokens import ChatTokens
 from components.rollout.jobs import RolloutJob
 from components.sandbox.protocol import Sandbox
@@ -40,8 +40,6 @@ class _Live:
 
 @dataclass
 class SchedulerStats:
-    model_calls: int = 0  # policy.generate calls (batches)
-    generations: int = 0
     failed: int = 0  # episodes lost to an infrastructure error (not written: a resume plays them again)
     errors: list[str] = field(default_factory=list)
 
@@ -137,7 +135,7 @@ class RolloutScheduler:
     def _advance(self, live: _Live, gen: Generation) -> _Live:
         ep = live.env.episode
         ep.model_time_s += gen.model_time_s
-        if gen.metadata.get("context_exceeded"):  # an API model said the context is full
+        if is_context_exceeded(gen):  # the backend (or _generate below) says the context is full
             live.env.end_for_context(str(gen.metadata.get("error", "the model's context is full"))[:300])
             return live
         prompt = live.context
@@ -171,7 +169,7 @@ class RolloutScheduler:
                 if room < self.min_new_tokens:
                     # ends in the pool, like any other step, so the episode's sandbox is closed off this thread
                     reason = f"prompt of {len(live.context)} tokens leaves {max(room, 0)} of {limit} for the reply"
-                    ready.append((live, Generation(text="", metadata={"context_exceeded": True, "error": reason})))
+                    ready.append((live, context_exceeded(reason)))
                     continue
                 if room < sampling.max_new_tokens:
                     sampling = sampling.model_copy(update={"max_new_tokens": room})
@@ -182,8 +180,6 @@ class RolloutScheduler:
             gens = self.policy.generate([r for _, r in requests])
             if len(gens) != len(requests):
                 raise RuntimeError(f"{self.policy.backend} returned {len(gens)} generations for {len(requests)} requests")
-            self.stats.model_calls += 1
-            self.stats.generations += len(gens)
             ready += [(live, gen) for (live, _), gen in zip(requests, gens, strict=True)]
         return ready
 
@@ -200,8 +196,8 @@ class RolloutScheduler:
 
     def _fail(self, job: RolloutJob, exc: Exception) -> None:
         self.stats.failed += 1
-        self._release(f"{job.task.task_id}#{job.sample_index}")
-        msg = f"{job.task.task_id}#{job.sample_index}: {type(exc).__name__}: {exc}"[:500]
+        self._release(job.episode_id)
+        msg = f"{job.episode_id}: {type(exc).__name__}: {exc}"[:500]
         if len(self.stats.errors) < 20:
             self.stats.errors.append(msg)
         log.warning("episode lost (it is played again on resume): %s", msg)

@@ -54,9 +54,11 @@ def test_the_reply_never_exceeds_the_context(policy):
 
 
 def test_a_closed_fence_ends_the_reply(policy):
-    ids = policy.tokenizer("```python\nprint(1)\n```", add_special_tokens=False)["input_ids"]
-    assert policy._closes_action(ids, [0], 0)
-    assert not policy._closes_action(ids[:-1], [0], 0) or policy.tokenizer.decode(ids[:-1]).count("```") >= 2
+    def ids(text: str) -> list[int]:
+        return policy.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    assert not policy._closes_action(ids("I run it.\n```python\nprint(1)\n"))  # still open: keep going
+    assert policy._closes_action(ids("I run it.\n```python\nprint(1)\n```"))
 
 
 def test_requests_without_token_ids_are_refused(policy):
