@@ -14,6 +14,7 @@ from components.policies.registry import PolicyConfig
 from components.rollout.collect import CollectionConfig
 from components.rollout.jobs import SamplingPlan
 from components.sandbox.protocol import Limits
+from components.training.config import TrainingConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -77,6 +78,7 @@ class PipelineConfig(_Strict):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     # named collections, played in this order by the pipeline (e.g. the teacher on train, the base model on test)
     rollouts: dict[str, RolloutProfile] = Field(default_factory=dict)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
 
     def collection(self, name: str) -> CollectionConfig:
         if name not in self.rollouts:

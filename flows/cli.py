@@ -14,6 +14,8 @@ from rich.table import Table
 import flows  # noqa: F401  (sets Prefect/MLflow state dirs and telemetry before they are imported)
 from components.common.io import RecordError
 from components.policies.protocol import PolicyRefusal
+from components.training.data import EmptyDatasetError
+from components.training.datasets import DatasetValidationError
 
 app = typer.Typer(help="MedGym: train LLM agents for medical work.", no_args_is_help=True)
 data_app = typer.Typer(help="Build, import and validate task data.", no_args_is_help=True)
@@ -29,6 +31,12 @@ def _mount_sandbox() -> None:
     from flows.cli_sandbox import app as sandbox_app
 
     app.add_typer(sandbox_app, name="sandbox")
+
+
+def _mount_training() -> None:
+    from flows.cli_train import train_app
+
+    app.add_typer(train_app, name="train")
 
 
 @pipeline_app.command("run")
@@ -181,9 +189,10 @@ def tasks_score(
 
 def main() -> None:
     _mount_sandbox()
+    _mount_training()
     try:
         app()
-    except (RecordError, FileNotFoundError, PolicyRefusal) as exc:
+    except (RecordError, FileNotFoundError, PolicyRefusal, EmptyDatasetError, DatasetValidationError) as exc:
         sys.stderr.write(f"error: {exc}\n")  # plain text: a path must not be wrapped or styled
         raise SystemExit(2) from None
 

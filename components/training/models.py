@@ -1,0 +1,104 @@
+"""Models for training: precision per device, LoRA adapters, and merge-and-save into a plain checkpoint.
+
+A merged checkpoint is a folder the `hf` and `vllm` policies load like any other: weights, config, tokenizer
+and chat template. Merging happens in one process after training, from the base and the saved adapter, so it
+is the same whether training ran in one process or under DeepSpeed ZeRO-3 with sharded parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from components.policies.models import resolve_model
+from components.training.config import LoraSettings
+
+ADAPTER_FILE = "adapter_config.json"
+
+
+def bf16_supported() -> bool:
+    """bf16 training where it is fast and exact enough: CUDA with bf16, or a CPU with AVX-512 bf16 / AMX."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    capability = torch.backends.cpu.get_cpu_capability()  # e.g. "AVX512", "AVX2", "DEFAULT"
+    return capability.startswith("AVX512") and _cpu_has_bf16()
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def precision_flags(precision: str) -> dict[str, bool]:
+    """TrainingArguments' bf16/fp16 flags for a Schedule.precision (auto: bf16 where supported, else fp32)."""
+    if precision == "auto":
+        precision = "bf16" if bf16_supported() else "fp32"
+    return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
+
+
+def lora_config(settings: LoraSettings, task_type: str = "CAUSAL_LM", modules_to_save: list[str] | None = None) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
+                      target_modules=settings.target_modules, task_type=task_type, modules_to_save=modules_to_save)
+
+
+def load_tokenizer(model: str | Path) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(str(model)))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def is_adapter(path: Path) -> bool:
+    return (path / ADAPTER_FILE).is_file()
+
+
+def merge_and_save(adapter_dir: Path, out_dir: Path, *, dtype: str = "float32") -> Path:
+    """Fold a LoRA adapter into its base model's weights and save a plain checkpoint at `out_dir`, atomically."""
+    import torch
+    from peft import AutoPeftModelForCausalLM
+
+    model = AutoPeftModelForCausalLM.from_pretrained(adapter_dir, dtype=getattr(torch, dtype))
+    merged = model.merge_and_unload()
+    tokenizer = load_tokenizer(adapter_dir)
+    save_checkpoint(merged, tokenizer, out_dir, provenance={"adapter": str(adapter_dir),
+                                                           "base": _adapter_base(adapter_dir)})
+    return out_dir
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, provenance: dict[str, Any] | None = None) -> Path:
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if provenance:
+            (tmp / "medgym_provenance.json").write_text(json.dumps(provenance, indent=1))
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out_dir, old)
+            os.replace(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _adapter_base(adapter_dir: Path) -> str:
+    return json.loads((adapter_dir / ADAPTER_FILE).read_text()).get("base_model_name_or_path", "")

@@ -1,0 +1,246 @@
+"""One training stage end to end: episodes → dataset on disk → launch → merged checkpoint, in one MLflow run.
+
+`build_dataset` turns a stage's rollouts into its validated, content-hashed dataset folder (a DVC output);
+`run_stage` trains on it in one process or through `accelerate launch` on N (DeepSpeed when configured),
+merges a LoRA adapter into a plain checkpoint, and logs config, dataset input, step and system metrics and
+the model to MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.config import PipelineConfig
+from components.envs.episode import Episode, Outcome
+from components.policies.models import PROJECT_ROOT
+from components.policies.tokens import ChatTokens, episode_token_ids
+from components.training import data
+from components.training.config import DPOSettings, SFTSettings, VerifierSettings
+from components.training.models import is_adapter, load_tokenizer, merge_and_save
+from components.training.trainers import FINAL, Method, TrainJob, TrainResult, read_result
+
+DEEPSPEED_DIR = PROJECT_ROOT / "infra" / "deepspeed"
+KINDS: dict[str, str] = {"sft": "sft", "dpo": "preference", "verifier": "verifier"}
+
+
+@dataclass
+class StageOutput:
+    method: Method
+    result: TrainResult
+    model_dir: Path  # the merged (or fully trained) checkpoint the policies load
+    run_id: str | None
+    model_uri: str | None
+
+
+# ---------------------------------------------------------------------- paths
+def dataset_dir(cfg: PipelineConfig, method: Method) -> Path:
+    return cfg.training.data_dir / cfg.profile / method
+
+
+def run_dir(cfg: PipelineConfig, method: Method) -> Path:
+    return cfg.training.out_dir / cfg.profile / method
+
+
+def merged_dir(cfg: PipelineConfig, method: Method) -> Path:
+    return run_dir(cfg, method) / "merged"
+
+
+def init_model(cfg: PipelineConfig, method: Method) -> str:
+    """The checkpoint a stage starts from: its `init` (base, another stage's merged output, or a folder)."""
+    init = getattr(cfg.training, method).init
+    if init == "base":
+        return cfg.training.base_model
+    if init in KINDS:
+        path = merged_dir(cfg, init)  # type: ignore[arg-type]
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{method} starts from the {init} stage's model, and {path} holds none: "
+                                    f"run `medgym train {init}` first")
+        return str(path)
+    return init
+
+
+# ---------------------------------------------------------------------- data
+def stage_episodes(cfg: PipelineConfig, names: list[str]) -> tuple[list[Episode], list[Path]]:
+    from components.rollout.store import load_episodes_dir
+
+    episodes, dirs = [], []
+    for name in names:
+        folder = cfg.rollout_dir(name)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"no episodes of rollout {name!r} at {folder}: run `medgym rollout --collection "
+                                    f"{name} --profile {cfg.profile}` first")
+        episodes += load_episodes_dir(folder).episodes
+        dirs.append(folder)
+    return episodes, dirs
+
+
+def shortest_per_task(episodes: list[Episode], chat: ChatTokens, n: int) -> list[Episode]:
+    by_task: dict[str, list[tuple[int, str, Episode]]] = defaultdict(list)
+    for ep in episodes:
+        if ep.outcome == Outcome.CORRECT:
+            by_task[ep.task_id].append((len(episode_token_ids(ep, chat).input_ids), ep.episode_id, ep))
+    return [ep for task in sorted(by_task) for _, _, ep in sorted(by_task[task], key=lambda t: t[:2])[:n]]
+
+
+def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierSettings, episodes: list[Episode],
+                 chat: ChatTokens) -> list[Any]:
+    if method == "sft":
+        assert isinstance(settings, SFTSettings)
+        if settings.per_task:
+            episodes = shortest_per_task(episodes, chat, settings.per_task)
+        return data.sft_examples(episodes, chat, max_tokens=settings.schedule.max_length)
+    if method == "dpo":
+        assert isinstance(settings, DPOSettings)
+        pairs = data.within_episode_pairs(episodes, chat) + data.across_episode_pairs(
+            episodes, chat, settings.schedule.seed, settings.pairs_per_task)
+        pairs = [p for p in pairs if len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids))
+                 <= settings.schedule.max_length]
+        if not pairs:
+            correct = sum(e.outcome == Outcome.CORRECT for e in episodes)
+            raise data.EmptyDatasetError(
+                f"no preference pairs within {settings.schedule.max_length} tokens from {len(episodes)} episodes "
+                f"({correct} correct): no correct episode recovered from a failed run, and no task has both a correct "
+                "and an incorrect episode")
+        return pairs
+    assert isinstance(settings, VerifierSettings)
+    return data.verifier_examples(episodes, chat, settings.max_tokens, settings.schedule.seed)
+
+
+def build_dataset(cfg: PipelineConfig, method: Method) -> Any:
+    """Build, validate and write the stage's dataset; returns its manifest."""
+    from components.training.datasets import SourceRef, source_digest, write_dataset
+
+    settings = getattr(cfg.training, method)
+    if not settings.episodes:
+        raise data.EmptyDatasetError(f"training.{method}.episodes names no rollout in profile {cfg.profile}")
+    tokenizer = load_tokenizer(init_model_tokenizer(cfg))
+    chat = ChatTokens(tokenizer)
+    episodes, dirs = stage_episodes(cfg, settings.episodes)
+    try:
+        rows = dataset_rows(method, settings, episodes, chat)
+    except data.EmptyDatasetError as exc:
+        raise data.EmptyDatasetError(f"{method} stage of profile {cfg.profile}: {exc}") from None
+    sources = [SourceRef(path=str(d), episodes=sum(1 for _ in d.glob("episodes/*")), digest=source_digest(d))
+               for d in dirs]
+    return write_dataset(dataset_dir(cfg, method), KINDS[method], rows, sources=sources,
+                         tokenizer=cfg.training.base_model, settings=settings.model_dump(mode="json"))
+
+
+def init_model_tokenizer(cfg: PipelineConfig) -> str:
+    # every stage shares the base model's tokenizer; a merged checkpoint carries the same one
+    return cfg.training.base_model
+
+
+# ---------------------------------------------------------------------- launch
+def launch(job: TrainJob, processes: int = 1, deepspeed: str = "none", log_to: Path | None = None) -> TrainResult:
+    """Train in this process, or under `accelerate launch` on `processes` processes (DeepSpeed if asked)."""
+    if processes == 1 and deepspeed == "none":
+        from components.training.trainers import train
+
+        return train(job)
+    job.out_dir.mkdir(parents=True, exist_ok=True)
+    fd, job_file = tempfile.mkstemp(prefix=".job.", suffix=".json", dir=job.out_dir)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(job.model_dump_json())
+    config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
+           "--num_processes", str(processes), "-m", "components.training.worker", job_file]
+    env = {**os.environ, **launch_env(processes)}
+    try:
+        with open(log_to or os.devnull, "a") as log:
+            proc = subprocess.run(cmd, env=env, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"training launch exited {proc.returncode}: {' '.join(cmd)}"
+                               + (f"; see {log_to}" if log_to else ""))
+    finally:
+        os.unlink(job_file)
+    return read_result(job.out_dir)
+
+
+def launch_env(processes: int) -> dict[str, str]:
+    """CPU-only settings for a multi-process launch; a GPU node needs none of them."""
+    import torch
+
+    if torch.cuda.is_available():
+        return {}
+    threads = max(1, (os.cpu_count() or 1) // processes)
+    return {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": str(threads), "ACCELERATE_USE_CPU": "true",
+            "MASTER_PORT": str(_free_port())}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------------- the stage
+def run_stage(cfg: PipelineConfig, method: Method, *, log_model: bool = True, fresh: bool = False,
+              project_root: Path | None = None, on_event: Any = None) -> StageOutput:
+    """Dataset → training → merged checkpoint, tracked as one MLflow run named `<method>`."""
+    from components.tracking.training import training_run
+    from components.training.datasets import read_dataset
+
+    settings = getattr(cfg.training, method)
+    out = run_dir(cfg, method)
+    if fresh and out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    base = init_model(cfg, method)
+    manifest, _ = read_dataset(dataset_dir(cfg, method))
+    dist = cfg.training.distributed
+    with training_run(cfg.tracking, f"{cfg.profile}-{method}", project_root) as run:
+        run.set_tags({"medgym.stage": method, "medgym.profile": cfg.profile, "medgym.init": base})
+        run.log_params(_flat({"method": method, "base_model": base, "processes": dist.processes,
+                              "deepspeed": dist.deepspeed, **settings.model_dump(mode="json")}))
+        run.log_dataset(dataset_dir(cfg, method), manifest)
+        job = TrainJob(method=method, base_model=base, dataset_dir=dataset_dir(cfg, method), out_dir=out,
+                       tracking_uri=run.tracking_uri, run_id=run.run_id, **{method: settings})
+        result = launch(job, dist.processes, dist.deepspeed, log_to=out.parent / f"{method}.launch.log")
+        run.log_metrics({"train_runtime_s": result.runtime_s, "train_tokens": result.tokens,
+                         "train_tokens_per_s": result.tokens_per_s, "global_step": result.global_step,
+                         **({"train_loss_final": result.train_loss} if result.train_loss is not None else {})})
+        final = out / FINAL
+        model_dir = merged_dir(cfg, method)
+        if is_adapter(final):
+            merge_and_save(final, model_dir)
+        else:
+            _replace_dir(final, model_dir)
+        kind = "reward" if method == "verifier" and cfg.training.verifier.kind == "reward" else "causal"
+        (model_dir / "medgym_stage.json").write_text(json.dumps(
+            {"method": method, "kind": kind, "run_id": run.run_id, "dataset": manifest.content_hash,
+             "init": base}, indent=1))
+        uri = None
+        if log_model:
+            uri = run.log_model(model_dir, task="text-classification" if kind == "reward" else "text-generation")
+        return StageOutput(method, result, model_dir, run.run_id, uri)
+
+
+def _replace_dir(src: Path, dest: Path) -> None:
+    import shutil
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{key}."))
+        else:
+            out[key] = v
+    return out

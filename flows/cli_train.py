@@ -1,0 +1,49 @@
+"""`medgym train sft|dpo|verifier|data` and `medgym eval`: thin calls into flows/training and components."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+train_app = typer.Typer(help="Build training data from episodes and train SFT, DPO and the verifier.",
+                        no_args_is_help=True)
+ConfigOpt = Annotated[str, typer.Option("--config", help="a profile YAML (configs/demo.yaml) or a profile name")]
+
+
+def _train(method: str, config: str, fresh: bool, build: bool, log_model: bool) -> None:
+    from flows.runtime import prefect_api
+    from flows.training import train_flow
+
+    with prefect_api():
+        result = train_flow(config=config, method=method, fresh=fresh, build=build, log_model=log_model)
+    print(json.dumps(result, indent=2, default=str))
+
+
+def _command(method: str, doc: str) -> None:
+    def cmd(config: ConfigOpt = "demo",
+            fresh: Annotated[bool, typer.Option(help="discard checkpoints instead of resuming")] = False,
+            build: Annotated[bool, typer.Option(help="(re)build the dataset from the episodes first")] = True,
+            log_model: Annotated[bool, typer.Option(help="log the merged model to MLflow")] = True) -> None:
+        _train(method, config, fresh, build, log_model)
+
+    cmd.__doc__ = doc
+    train_app.command(method)(cmd)
+
+
+_command("sft", "Supervised fine-tuning on the correct episodes (loss on the model's own tokens).")
+_command("dpo", "DPO on within- and across-episode preference pairs.")
+_command("verifier", "A verifier of finished episodes (generative YES/NO or a reward model).")
+
+
+@train_app.command("data")
+def data(method: Annotated[str, typer.Argument(help="sft | dpo | verifier")], config: ConfigOpt = "demo") -> None:
+    """Build one stage's dataset (validated, content-hashed; a DVC output) without training."""
+    from components.config import load_config
+    from components.training.stage import build_dataset
+
+    cfg = load_config(Path(config) if Path(config).suffix else config)
+    manifest = build_dataset(cfg, method)  # type: ignore[arg-type]
+    print(json.dumps(manifest.model_dump(mode="json"), indent=2))
