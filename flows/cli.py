@@ -34,9 +34,10 @@ def _mount_sandbox() -> None:
 
 
 def _mount_training() -> None:
-    from flows.cli_train import train_app
+    from flows.cli_train import eval_command, train_app
 
     app.add_typer(train_app, name="train")
+    app.command("eval")(eval_command)
 
 
 @pipeline_app.command("run")

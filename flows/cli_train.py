@@ -47,3 +47,21 @@ def data(method: Annotated[str, typer.Argument(help="sft | dpo | verifier")], co
     cfg = load_config(Path(config) if Path(config).suffix else config)
     manifest = build_dataset(cfg, method)  # type: ignore[arg-type]
     print(json.dumps(manifest.model_dump(mode="json"), indent=2))
+
+
+def eval_command(
+    rollout: Annotated[str, typer.Option(help="the profile's rollout to evaluate (e.g. sft_test)")],
+    config: ConfigOpt = "demo",
+    baseline: Annotated[str | None, typer.Option(help="a rollout of the same tasks to compare with (e.g. base)")] = None,
+    verifier: Annotated[str | None, typer.Option(help="a verifier checkpoint folder: adds AUC and best@k")] = None,
+    verifier_kind: Annotated[str, typer.Option(help="generative | reward")] = "generative",
+    out: Annotated[str | None, typer.Option(help="report path (default reports/<profile>/<rollout>.json)")] = None,
+) -> None:
+    """Success per domain with 95% intervals; against a baseline task by task; verifier accuracy, AUC, best@k."""
+    from flows.evaluate import eval_flow
+    from flows.runtime import prefect_api
+
+    with prefect_api():
+        report = eval_flow(config=config, rollout=rollout, baseline=baseline, verifier=verifier,
+                           verifier_kind=verifier_kind, out=out)
+    print(json.dumps(report, indent=2, default=str))
