@@ -74,7 +74,7 @@ def training_args(schedule: Schedule, out_dir: Path, **extra: Any) -> dict[str, 
         lr_scheduler_type=schedule.scheduler, weight_decay=schedule.weight_decay, max_grad_norm=schedule.max_grad_norm,
         gradient_checkpointing=schedule.gradient_checkpointing, logging_steps=schedule.logging_steps,
         save_strategy="steps", save_steps=schedule.save_steps, save_total_limit=schedule.save_total_limit,
-        seed=schedule.seed, data_seed=schedule.seed, report_to=[], disable_tqdm=True, dataloader_num_workers=0,
+        seed=schedule.seed, data_seed=schedule.seed, report_to=[], disable_tqdm=False, dataloader_num_workers=0,
         include_num_input_tokens_seen="non_padding", use_cpu=not _cuda(), **precision_flags(schedule.precision),
         **extra,
     )
