@@ -65,6 +65,8 @@ class DPOSettings(_Strict):
     beta: float = Field(default=0.1, gt=0)
     loss_type: str = "sigmoid"
     pairs_per_task: int = Field(default=2, gt=0, description="across-episode pairs drawn per task")
+    verifier_pairs: bool = Field(default=False, description="add verifier-ranked pairs, scored by the verifier "
+                                 "stage's merged model (train it first)")
     schedule: Schedule = Field(default_factory=lambda: Schedule(learning_rate=5e-5, batch_size=2))
     lora: LoraSettings = Field(default_factory=LoraSettings)
 

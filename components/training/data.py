@@ -8,6 +8,8 @@ Preference pairs are the kinds the MedAgentGym paper builds:
   within_episode   in an episode that ended correct, the code that ran cleanly after an earlier failed run,
                    against that failed run, both as replies to the context the failed run answered
   across_episodes  for one task, a correct episode against an incorrect one, after their shared prompt
+  verifier_ranked  once a verifier exists: per task, the highest-scored correct episode against the
+                   lowest-scored incorrect one
 A pair's prompt is the shared prefix; chosen and rejected differ only after it.
 """
 
@@ -39,7 +41,7 @@ class SFTExample:
 
 @dataclass
 class PreferencePair:
-    kind: Literal["within_episode", "across_episodes"]
+    kind: Literal["within_episode", "across_episodes", "verifier_ranked"]
     task_id: str
     prompt_ids: list[int]
     chosen_ids: list[int]
@@ -118,6 +120,33 @@ def across_episode_pairs(episodes: Iterable[Episode], chat: ChatTokens, seed: in
             out.append(PreferencePair("across_episodes", task_id, tg.input_ids[:cut], tg.input_ids[cut:],
                                       tb.input_ids[cut:], tg.loss_mask[cut:], tb.loss_mask[cut:],
                                       {"chosen": g.episode_id, "rejected": b.episode_id}))
+    return out
+
+
+def verifier_ranked_pairs(episodes: Iterable[Episode], chat: ChatTokens, scores: dict[str, float]
+                          ) -> list[PreferencePair]:
+    """Per task, the correct episode the verifier scores highest against the incorrect one it scores lowest."""
+    by_task: dict[str, list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        if ep.outcome is not None and ep.outcome != Outcome.CONTEXT_LIMIT and ep.episode_id in scores:
+            by_task[ep.task_id].append(ep)
+    out = []
+    for task_id in sorted(by_task):
+        good = [e for e in by_task[task_id] if e.outcome == Outcome.CORRECT]
+        bad = [e for e in by_task[task_id] if e.outcome != Outcome.CORRECT]
+        if not good or not bad:
+            continue
+        g = max(good, key=lambda e: (scores[e.episode_id], e.episode_id))
+        b = min(bad, key=lambda e: (scores[e.episode_id], e.episode_id))
+        tg, tb = episode_token_ids(g, chat), episode_token_ids(b, chat)
+        cut = _shared_prompt(tg, tb)
+        if cut == 0 or tg.input_ids[cut:] == tb.input_ids[cut:]:
+            continue
+        out.append(PreferencePair("verifier_ranked", task_id, tg.input_ids[:cut], tg.input_ids[cut:],
+                                  tb.input_ids[cut:], tg.loss_mask[cut:], tb.loss_mask[cut:],
+                                  {"chosen": g.episode_id, "rejected": b.episode_id,
+                                   "chosen_score": f"{scores[g.episode_id]:.4f}",
+                                   "rejected_score": f"{scores[b.episode_id]:.4f}"}))
     return out
 
 

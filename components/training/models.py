@@ -68,9 +68,13 @@ def is_adapter(path: Path) -> bool:
 def merge_and_save(adapter_dir: Path, out_dir: Path, *, dtype: str = "float32") -> Path:
     """Fold a LoRA adapter into its base model's weights and save a plain checkpoint at `out_dir`, atomically."""
     import torch
-    from peft import AutoPeftModelForCausalLM
+    from peft import AutoPeftModelForCausalLM, AutoPeftModelForSequenceClassification
 
-    model = AutoPeftModelForCausalLM.from_pretrained(adapter_dir, dtype=getattr(torch, dtype))
+    if _adapter_config(adapter_dir).get("task_type") == "SEQ_CLS":  # the reward verifier: one scalar score head
+        model = AutoPeftModelForSequenceClassification.from_pretrained(adapter_dir, dtype=getattr(torch, dtype),
+                                                                       num_labels=1)
+    else:
+        model = AutoPeftModelForCausalLM.from_pretrained(adapter_dir, dtype=getattr(torch, dtype))
     merged = model.merge_and_unload()
     tokenizer = load_tokenizer(adapter_dir)
     save_checkpoint(merged, tokenizer, out_dir, provenance={"adapter": str(adapter_dir),
@@ -100,5 +104,9 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, provenance: dict[
     return out_dir
 
 
+def _adapter_config(adapter_dir: Path) -> dict[str, Any]:
+    return json.loads((adapter_dir / ADAPTER_FILE).read_text())
+
+
 def _adapter_base(adapter_dir: Path) -> str:
-    return json.loads((adapter_dir / ADAPTER_FILE).read_text()).get("base_model_name_or_path", "")
+    return _adapter_config(adapter_dir).get("base_model_name_or_path", "")

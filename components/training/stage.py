@@ -91,7 +91,7 @@ def shortest_per_task(episodes: list[Episode], chat: ChatTokens, n: int) -> list
 
 
 def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierSettings, episodes: list[Episode],
-                 chat: ChatTokens) -> list[Any]:
+                 chat: ChatTokens, scores: dict[str, float] | None = None) -> list[Any]:
     if method == "sft":
         assert isinstance(settings, SFTSettings)
         if settings.per_task:
@@ -101,6 +101,8 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
         assert isinstance(settings, DPOSettings)
         pairs = data.within_episode_pairs(episodes, chat) + data.across_episode_pairs(
             episodes, chat, settings.schedule.seed, settings.pairs_per_task)
+        if scores is not None:
+            pairs += data.verifier_ranked_pairs(episodes, chat, scores)
         pairs = [p for p in pairs if len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids))
                  <= settings.schedule.max_length]
         if not pairs:
@@ -124,14 +126,33 @@ def build_dataset(cfg: PipelineConfig, method: Method) -> Any:
     tokenizer = load_tokenizer(init_model_tokenizer(cfg))
     chat = ChatTokens(tokenizer)
     episodes, dirs = stage_episodes(cfg, settings.episodes)
+    scores = None
+    if method == "dpo" and settings.verifier_pairs:
+        scores = verifier_scores(cfg, episodes)
     try:
-        rows = dataset_rows(method, settings, episodes, chat)
+        rows = dataset_rows(method, settings, episodes, chat, scores)
     except data.EmptyDatasetError as exc:
         raise data.EmptyDatasetError(f"{method} stage of profile {cfg.profile}: {exc}") from None
     sources = [SourceRef(path=str(d), episodes=sum(1 for _ in d.glob("episodes/*")), digest=source_digest(d))
                for d in dirs]
     return write_dataset(dataset_dir(cfg, method), KINDS[method], rows, sources=sources,
                          tokenizer=cfg.training.base_model, settings=settings.model_dump(mode="json"))
+
+
+def verifier_scores(cfg: PipelineConfig, episodes: list[Episode]) -> dict[str, float]:
+    from components.training.verifier import VerifierScorer
+
+    path = merged_dir(cfg, "verifier")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"training.dpo.verifier_pairs needs the verifier stage's model, and {path} holds "
+                                "none: run `medgym train verifier` first")
+    done = [e for e in episodes if e.outcome is not None and e.outcome != Outcome.CONTEXT_LIMIT]
+    kinds: dict[str, set[bool]] = defaultdict(set)
+    for e in done:
+        kinds[e.task_id].add(e.outcome == Outcome.CORRECT)
+    mixed = [e for e in done if len(kinds[e.task_id]) == 2]  # only these tasks can make a pair: score no more
+    scorer = VerifierScorer(path, cfg.training.verifier.kind, max_tokens=cfg.training.verifier.max_tokens)
+    return scorer.score(mixed)
 
 
 def init_model_tokenizer(cfg: PipelineConfig) -> str:

@@ -98,9 +98,12 @@ def sft_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     s: SFTSettings | VerifierSettings = job.settings()  # the generative verifier is SFT on its YES/NO rows
     packing = getattr(s, "packing", True)
     data = Dataset.from_list([{"input_ids": r["input_ids"], "assistant_masks": r["loss_mask"]} for r in rows])
-    args = SFTConfig(**training_args(s.schedule, job.out_dir, max_length=s.schedule.max_length, packing=packing,
-                                     packing_strategy="bfd", padding_free=packing, dataset_num_proc=None,
-                                     model_init_kwargs={"attn_implementation": packed_attention.register()}))
+    fields = training_args(s.schedule, job.out_dir, max_length=s.schedule.max_length, packing=packing,
+                           packing_strategy="bfd", padding_free=packing, dataset_num_proc=None,
+                           model_init_kwargs={"attn_implementation": packed_attention.register()})
+    if packing:  # a padding-free row holds no padding: "non_padding" would count ids != pad, and pad is often eos
+        fields["include_num_input_tokens_seen"] = "all"
+    args = SFTConfig(**fields)
     tokenizer = load_tokenizer(job.base_model)
     return SFTTrainer(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
                       processing_class=tokenizer, peft_config=_peft(s.lora), callbacks=callbacks)
@@ -186,8 +189,6 @@ def build_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any
 
 def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: list[Any] | None = None) -> TrainResult:
     """Train `job` in this process (one rank of a launch); resume from `<out>/checkpoint-*` when present."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     from components.training.datasets import read_dataset
     from components.training.verifier import trainer_rows
 
@@ -203,7 +204,7 @@ def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: li
         callbacks.append(MlflowStepLogger(job.tracking_uri, job.run_id))
     job.out_dir.mkdir(parents=True, exist_ok=True)
     trainer = build_trainer(job, rows, callbacks)
-    last = get_last_checkpoint(str(job.out_dir)) if job.out_dir.is_dir() else None
+    last = last_checkpoint(job.out_dir)
     start = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=last)
     runtime = time.perf_counter() - start
@@ -225,6 +226,19 @@ def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: li
             fh.write(result.model_dump_json(indent=1))
     trainer.accelerator.wait_for_everyone()
     return result
+
+
+def last_checkpoint(out_dir: Path) -> str | None:
+    """The newest complete `checkpoint-N` in `out_dir`: the Trainer writes trainer_state.json last, so a folder
+    without it is one a killed process left half-written (resuming from it would fail)."""
+    from transformers.trainer import TRAINER_STATE_NAME
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    if not out_dir.is_dir():
+        return None
+    steps = [(int(p.name.rsplit("-", 1)[1]), p) for p in out_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+             if p.name.rsplit("-", 1)[1].isdigit() and (p / TRAINER_STATE_NAME).is_file()]
+    return str(max(steps)[1]) if steps else None
 
 
 def read_result(out_dir: Path) -> TrainResult:
