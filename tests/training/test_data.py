@@ -17,6 +17,7 @@ from components.training.data import (
     preference_pairs,
     sft_examples,
     verifier_examples,
+    verifier_ranked_pairs,
     within_episode_pairs,
 )
 
@@ -78,6 +79,27 @@ def test_across_episode_pairs_share_the_prompt_and_differ_after_it(episodes, cha
         assert p.prompt_ids + p.rejected_ids == episode_token_ids(bad, chat).input_ids
         assert p.chosen_mask[0] == 1 and p.rejected_mask[0] == 1  # the pair starts at the first reply
     assert preference_pairs(episodes, chat) == within_episode_pairs(episodes, chat) + across_episode_pairs(episodes, chat)
+
+
+def test_verifier_ranked_pairs_take_the_best_scored_correct_and_the_worst_scored_incorrect(episodes, chat):
+    import random
+
+    rng = random.Random(0)
+    scores = {e.episode_id: rng.random() for e in episodes}
+    pairs = verifier_ranked_pairs(episodes, chat, scores)
+    assert pairs
+    by_task: dict[str, list] = {}
+    for e in episodes:
+        by_task.setdefault(e.task_id, []).append(e)
+    for p in pairs:
+        eps = by_task[p.task_id]
+        best = max((e for e in eps if e.outcome == Outcome.CORRECT), key=lambda e: scores[e.episode_id])
+        worst = min((e for e in eps if e.outcome != Outcome.CORRECT and e.outcome != Outcome.CONTEXT_LIMIT),
+                    key=lambda e: scores[e.episode_id])
+        assert (p.source["chosen"], p.source["rejected"]) == (best.episode_id, worst.episode_id)
+        assert p.prompt_ids + p.chosen_ids == episode_token_ids(best, chat).input_ids
+    # a task whose episodes the verifier did not score makes no pair
+    assert verifier_ranked_pairs(episodes, chat, {}) == []
 
 
 def test_verifier_rows_are_balanced_labelled_by_the_checker_and_never_show_its_reason(episodes, chat):
