@@ -16,6 +16,7 @@ from components.common.io import RecordError
 from components.policies.protocol import PolicyRefusal
 from components.training.data import EmptyDatasetError
 from components.training.datasets import DatasetValidationError
+from components.training.stage import RunConflictError
 
 app = typer.Typer(help="MedGym: train LLM agents for medical work.", no_args_is_help=True)
 data_app = typer.Typer(help="Build, import and validate task data.", no_args_is_help=True)
@@ -193,7 +194,8 @@ def main() -> None:
     _mount_training()
     try:
         app()
-    except (RecordError, FileNotFoundError, PolicyRefusal, EmptyDatasetError, DatasetValidationError) as exc:
+    except (RecordError, FileNotFoundError, PolicyRefusal, EmptyDatasetError, DatasetValidationError,
+            RunConflictError) as exc:
         sys.stderr.write(f"error: {exc}\n")  # plain text: a path must not be wrapped or styled
         raise SystemExit(2) from None
 

@@ -31,6 +31,10 @@ DEEPSPEED_DIR = PROJECT_ROOT / "infra" / "deepspeed"
 KINDS: dict[str, str] = {"sft": "sft", "dpo": "preference", "verifier": "verifier"}
 
 
+class RunConflictError(ValueError):
+    """A run folder holds checkpoints of another dataset or starting model."""
+
+
 @dataclass
 class StageOutput:
     method: Method
@@ -220,6 +224,7 @@ def run_stage(cfg: PipelineConfig, method: Method, *, log_model: bool = True, fr
         shutil.rmtree(out)
     base = init_model(cfg, method)
     manifest, _ = read_dataset(dataset_dir(cfg, method))
+    _claim_run_dir(out, manifest.content_hash, base)
     dist = cfg.training.distributed
     with training_run(cfg.tracking, f"{cfg.profile}-{method}", project_root) as run:
         run.set_tags({"medgym.stage": method, "medgym.profile": cfg.profile, "medgym.init": base})
@@ -246,6 +251,22 @@ def run_stage(cfg: PipelineConfig, method: Method, *, log_model: bool = True, fr
         if log_model:
             uri = run.log_model(model_dir, task="text-classification" if kind == "reward" else "text-generation")
         return StageOutput(method, result, model_dir, run.run_id, uri)
+
+
+def _claim_run_dir(out: Path, content_hash: str, base: str) -> None:
+    """A run folder belongs to one dataset and one starting model: resuming its checkpoints on other data would
+    train a mix of both without saying so."""
+    marker = out / "medgym_run.json"
+    want = {"dataset": content_hash, "init": base}
+    if marker.is_file():
+        have = json.loads(marker.read_text())
+        if have != want:
+            raise RunConflictError(f"{out} holds checkpoints of another run (dataset {have.get('dataset', '?')[:12]}…, init "
+                             f"{have.get('init')}); this one is dataset {content_hash[:12]}…, init {base}: pass "
+                             "--fresh to start over")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(want))
 
 
 def _replace_dir(src: Path, dest: Path) -> None:
