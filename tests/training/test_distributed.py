@@ -8,8 +8,8 @@ import random
 import pytest
 
 from components.training.config import LoraSettings, Schedule, SFTSettings
-from components.training.datasets import write_dataset
 from components.training.data import SFTExample
+from components.training.datasets import write_dataset
 from components.training.stage import launch
 from components.training.trainers import TrainJob
 
