@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/rollout.py
 	$(BIN)/python bench/generation.py
+	$(BIN)/python bench/train.py --max-length 2048 --zero2
 
 clean:
 	rm -rf data/demo data/smoke .state mlflow/mlruns.db mlflow/artifacts
