@@ -10,23 +10,16 @@ from prefect import flow
 
 from components.common.io import atomic_write
 from components.config import load_config
-from components.evaluation.report import compare, rollout_report, verifier_report
+from components.evaluation.metrics import success_report
+from components.evaluation.report import compare, verifier_report
 from components.training.stage import stage_episodes
 from flows.runtime import PROJECT_ROOT
-
-
-def _flat_metrics(prefix: str, d: Any, out: dict[str, float]) -> None:
-    if isinstance(d, dict):
-        for k, v in d.items():
-            _flat_metrics(f"{prefix}.{k}" if prefix else str(k), v, out)
-    elif isinstance(d, (int, float)) and not isinstance(d, bool):
-        out[prefix.replace("@", "_at_")] = float(d)
 
 
 @flow(name="evaluate", log_prints=True)
 def eval_flow(config: str, rollout: str, baseline: str | None = None, verifier: str | None = None,
               verifier_kind: str = "generative", out: str | None = None) -> dict[str, Any]:
-    from components.tracking.training import training_run
+    from components.tracking.training import flatten, training_run
 
     cfg = load_config(Path(config) if Path(config).suffix else config)
     episodes, _ = stage_episodes(cfg, [rollout])
@@ -39,7 +32,7 @@ def eval_flow(config: str, rollout: str, baseline: str | None = None, verifier: 
                                 max_tokens=cfg.training.verifier.max_tokens)
         scores = scorer.score([e for e in episodes if e.outcome is not None])
         report["verifier"] = {"model": verifier, **verifier_report(episodes, scores)}
-    report["success"] = rollout_report(episodes, scores)
+    report["success"] = success_report(episodes, scores=scores)
     if baseline:
         report["baseline"] = baseline
         report["versus_baseline"] = compare(stage_episodes(cfg, [baseline])[0], episodes)
@@ -48,9 +41,9 @@ def eval_flow(config: str, rollout: str, baseline: str | None = None, verifier: 
         json.dump(report, fh, indent=1, default=str)
     with training_run(cfg.tracking, f"eval-{rollout}", PROJECT_ROOT, system_metrics=False) as run:
         run.set_tags({"medgym.stage": "evaluate", "medgym.rollout": rollout, "medgym.baseline": baseline or ""})
-        metrics: dict[str, float] = {}
-        _flat_metrics("", {k: report[k] for k in ("success", "verifier", "versus_baseline") if k in report}, metrics)
-        run.log_metrics({k[:250]: v for k, v in metrics.items()})
+        flat = flatten({k: report[k] for k in ("success", "verifier", "versus_baseline") if k in report})
+        run.log_metrics({k.replace("@", "_at_")[:250]: float(v) for k, v in flat.items()
+                         if isinstance(v, (int, float)) and not isinstance(v, bool)})
         run.log_artifact(path)
     report["report_path"] = str(path)
     return report

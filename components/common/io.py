@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -40,6 +41,35 @@ def atomic_write(path: Path | str, mode: str = "w", encoding: str | None = "utf-
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: Path | str) -> Iterator[Path]:
+    """Fill a temporary sibling folder, then swap it in for `path`: readers see the old folder or the new one,
+    never a mix (an existing one is renamed aside, the new one renamed in, the old one deleted; if the second
+    rename fails the old one is put back). On an error the temporary folder is removed and `path` is untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old: Path | None = None
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; the result is as readable as any other folder
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".{path.name}.{os.urandom(6).hex()}.old")
+            os.rename(path, old)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            if old is not None:
+                os.rename(old, path)
+                old = None
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def write_jsonl(path: Path | str, rows: Iterable[dict[str, Any]]) -> int:

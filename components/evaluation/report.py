@@ -20,7 +20,6 @@ from components.evaluation.metrics import (
     paired_difference,
     pass_at_k,
     roc_auc,
-    success_report,
 )
 
 KS = (1, 2, 4, 8)
@@ -55,7 +54,7 @@ def compare(baseline: Sequence[Episode], candidate: Sequence[Episode], seed: int
     for t in shared:
         groups[domains[t]].append(t)
     for name, tasks in [("overall", shared), *sorted(groups.items())]:
-        diff = paired_difference({t: a[t] for t in tasks}, {t: b[t] for t in tasks}, seed=seed)
+        diff = paired_difference({t: b[t] for t in tasks}, {t: a[t] for t in tasks}, seed=seed)  # candidate − baseline
         entry = {"baseline": sum(a[t] for t in tasks) / len(tasks), "candidate": sum(b[t] for t in tasks) / len(tasks),
                  "difference": diff.as_dict()}
         if name == "overall":
@@ -75,26 +74,19 @@ def verifier_report(episodes: Sequence[Episode], scores: Mapping[str, float], ks
     by_task: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for e, sc, lab in zip(eps, s, labels, strict=True):
         by_task[e.task_id].append((sc, lab))
+    tasks = list(by_task.values())
     if 0 < sum(labels) < len(labels):
-        tasks = list(by_task.values())
         auc = bootstrap_interval(lambda ts: roc_auc([x for t in ts for x, _ in t], [y for t in ts for _, y in t]),
                                  tasks, seed=seed)
         out["auc"] = auc.as_dict()
     else:
         out["auc"] = None
         out["auc_undefined"] = f"{sum(labels)} of {len(labels)} scored episodes are correct: AUC needs both classes"
+    out["pass@1"] = sum(sum(y for _, y in t) / len(t) for t in tasks) / len(tasks) if tasks else None
     out["at_k"] = {}
     for k in ks:
         if not by_task or min(len(v) for v in by_task.values()) < k:
             continue
-        tasks = list(by_task.values())
-        out["at_k"][str(k)] = {
-            "pass@k": sum(pass_at_k(len(t), sum(y for _, y in t), k) for t in tasks) / len(tasks),
-            "pass@1": sum(sum(y for _, y in t) / len(t) for t in tasks) / len(tasks),
-            "best@k": best_at_k(tasks, k)}
+        out["at_k"][str(k)] = {"pass@k": sum(pass_at_k(len(t), sum(y for _, y in t), k) for t in tasks) / len(tasks),
+                               "best@k": best_at_k(tasks, k)}
     return out
-
-
-def rollout_report(episodes: Sequence[Episode], scores: Mapping[str, float] | None = None,
-                   ks: Sequence[int] = KS) -> dict[str, Any]:
-    return success_report(episodes, ks=ks, scores=scores)

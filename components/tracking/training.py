@@ -18,6 +18,18 @@ from components.config import TrackingConfig
 from components.tracking.tracker import MlflowTracker
 
 
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings or reports as MLflow keys: {"a": {"b": 1}} -> {"a.b": 1}."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{key}."))
+        else:
+            out[key] = v
+    return out
+
+
 def _mlflow_quiet() -> Any:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

@@ -20,9 +20,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -32,7 +29,7 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 
 from components.common.gx import quiet_gx
-from components.common.io import RecordError, iter_jsonl
+from components.common.io import RecordError, atomic_dir, iter_jsonl
 from components.rollout.store import EPISODES, shard_paths
 from components.training.data import EmptyDatasetError
 
@@ -405,31 +402,11 @@ def write_dataset(out_dir: Path | str, kind: Kind, rows: Iterable[Any], *, sourc
                                sources=list(sources), tokenizer=tokenizer, stats=dataset_stats(kind, records),
                                settings=settings)
     manifest_bytes = (json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    parent = out_dir.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
-    old: Path | None = None
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; the dataset is as readable as any other directory
+    with atomic_dir(out_dir) as tmp:
         _write_synced(tmp / ROWS, data)
         _write_synced(tmp / MANIFEST, manifest_bytes)
         _fsync_dir(tmp)
-        if out_dir.exists():
-            old = parent / f".{out_dir.name}.{uuid.uuid4().hex[:12]}.old"
-            os.rename(out_dir, old)
-        try:
-            os.rename(tmp, out_dir)
-        except BaseException:
-            if old is not None:
-                os.rename(old, out_dir)  # put the previous dataset back
-                old = None
-            raise
-        _fsync_dir(parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(out_dir.parent)
     return manifest
 
 

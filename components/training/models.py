@@ -8,12 +8,10 @@ is the same whether training ran in one process or under DeepSpeed ZeRO-3 with s
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from components.common.io import atomic_dir
 from components.policies.models import resolve_model
 from components.training.config import LoraSettings
 
@@ -83,24 +81,11 @@ def merge_and_save(adapter_dir: Path, out_dir: Path, *, dtype: str = "float32") 
 
 
 def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, provenance: dict[str, Any] | None = None) -> Path:
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         if provenance:
             (tmp / "medgym_provenance.json").write_text(json.dumps(provenance, indent=1))
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 

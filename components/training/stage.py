@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.common.io import atomic_dir
 from components.config import PipelineConfig
 from components.envs.episode import Episode, Outcome
 from components.policies.models import PROJECT_ROOT
@@ -122,12 +123,12 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
 
 def build_dataset(cfg: PipelineConfig, method: Method) -> Any:
     """Build, validate and write the stage's dataset; returns its manifest."""
-    from components.training.datasets import SourceRef, source_digest, write_dataset
+    from components.training.datasets import source_ref, write_dataset
 
     settings = getattr(cfg.training, method)
     if not settings.episodes:
         raise data.EmptyDatasetError(f"training.{method}.episodes names no rollout in profile {cfg.profile}")
-    tokenizer = load_tokenizer(init_model_tokenizer(cfg))
+    tokenizer = load_tokenizer(cfg.training.base_model)  # every stage shares it; merged checkpoints carry the same
     chat = ChatTokens(tokenizer)
     episodes, dirs = stage_episodes(cfg, settings.episodes)
     scores = None
@@ -137,9 +138,7 @@ def build_dataset(cfg: PipelineConfig, method: Method) -> Any:
         rows = dataset_rows(method, settings, episodes, chat, scores)
     except data.EmptyDatasetError as exc:
         raise data.EmptyDatasetError(f"{method} stage of profile {cfg.profile}: {exc}") from None
-    sources = [SourceRef(path=str(d), episodes=sum(1 for _ in d.glob("episodes/*")), digest=source_digest(d))
-               for d in dirs]
-    return write_dataset(dataset_dir(cfg, method), KINDS[method], rows, sources=sources,
+    return write_dataset(dataset_dir(cfg, method), KINDS[method], rows, sources=[source_ref(d) for d in dirs],
                          tokenizer=cfg.training.base_model, settings=settings.model_dump(mode="json"))
 
 
@@ -157,11 +156,6 @@ def verifier_scores(cfg: PipelineConfig, episodes: list[Episode]) -> dict[str, f
     mixed = [e for e in done if len(kinds[e.task_id]) == 2]  # only these tasks can make a pair: score no more
     scorer = VerifierScorer(path, cfg.training.verifier.kind, max_tokens=cfg.training.verifier.max_tokens)
     return scorer.score(mixed)
-
-
-def init_model_tokenizer(cfg: PipelineConfig) -> str:
-    # every stage shares the base model's tokenizer; a merged checkpoint carries the same one
-    return cfg.training.base_model
 
 
 # ---------------------------------------------------------------------- launch
@@ -213,8 +207,8 @@ def _free_port() -> int:
 def run_stage(cfg: PipelineConfig, method: Method, *, log_model: bool = True, fresh: bool = False,
               project_root: Path | None = None, on_event: Any = None) -> StageOutput:
     """Dataset → training → merged checkpoint, tracked as one MLflow run named `<method>`."""
-    from components.tracking.training import training_run
-    from components.training.datasets import read_dataset
+    from components.tracking.training import flatten, training_run
+    from components.training.datasets import read_manifest
 
     settings = getattr(cfg.training, method)
     out = run_dir(cfg, method)
@@ -223,12 +217,12 @@ def run_stage(cfg: PipelineConfig, method: Method, *, log_model: bool = True, fr
 
         shutil.rmtree(out)
     base = init_model(cfg, method)
-    manifest, _ = read_dataset(dataset_dir(cfg, method))
+    manifest = read_manifest(dataset_dir(cfg, method))  # the rows are read, and their hash checked, by the trainer
     _claim_run_dir(out, manifest.content_hash, base)
     dist = cfg.training.distributed
     with training_run(cfg.tracking, f"{cfg.profile}-{method}", project_root) as run:
         run.set_tags({"medgym.stage": method, "medgym.profile": cfg.profile, "medgym.init": base})
-        run.log_params(_flat({"method": method, "base_model": base, "processes": dist.processes,
+        run.log_params(flatten({"method": method, "base_model": base, "processes": dist.processes,
                               "deepspeed": dist.deepspeed, **settings.model_dump(mode="json")}))
         run.log_dataset(dataset_dir(cfg, method), manifest)
         job = TrainJob(method=method, base_model=base, dataset_dir=dataset_dir(cfg, method), out_dir=out,
@@ -242,7 +236,7 @@ def run_stage(cfg: PipelineConfig, method: Method, *, log_model: bool = True, fr
         if is_adapter(final):
             merge_and_save(final, model_dir)
         else:
-            _replace_dir(final, model_dir)
+            _copy_dir(final, model_dir)
         kind = "reward" if method == "verifier" and cfg.training.verifier.kind == "reward" else "causal"
         (model_dir / "medgym_stage.json").write_text(json.dumps(
             {"method": method, "kind": kind, "run_id": run.run_id, "dataset": manifest.content_hash,
@@ -269,20 +263,8 @@ def _claim_run_dir(out: Path, content_hash: str, base: str) -> None:
     marker.write_text(json.dumps(want))
 
 
-def _replace_dir(src: Path, dest: Path) -> None:
+def _copy_dir(src: Path, dest: Path) -> None:
     import shutil
 
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(src, dest)
-
-
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{key}."))
-        else:
-            out[key] = v
-    return out
+    with atomic_dir(dest) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)

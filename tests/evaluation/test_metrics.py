@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from components.envs.episode import Check, Episode, Outcome
-from components.evaluation import (
+from components.evaluation.metrics import (
     Estimate,
     accuracy,
     best_at_k,
