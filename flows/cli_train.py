@@ -50,18 +50,29 @@ def data(method: Annotated[str, typer.Argument(help="sft | dpo | verifier")], co
 
 
 def eval_command(
-    rollout: Annotated[str, typer.Option(help="the profile's rollout to evaluate (e.g. sft_test)")],
+    rollout: Annotated[list[str], typer.Option(
+        help="a profile's rollout to evaluate (e.g. sft_test); repeat it to rank several on one leaderboard")],
     config: ConfigOpt = "demo",
     baseline: Annotated[str | None, typer.Option(help="a rollout of the same tasks to compare with (e.g. base)")] = None,
     verifier: Annotated[str | None, typer.Option(help="a verifier checkpoint folder: adds AUC and best@k")] = None,
     verifier_kind: Annotated[str, typer.Option(help="generative | reward")] = "generative",
-    out: Annotated[str | None, typer.Option(help="report path (default reports/<profile>/<rollout>.json)")] = None,
+    out: Annotated[str | None, typer.Option(help="report path (default reports/<profile>/<rollout>.json); with "
+                                                 "several rollouts, the report folder "
+                                                 "(default reports/<profile>/<name>/)")] = None,
+    name: Annotated[str, typer.Option(help="with several rollouts: the leaderboard's name (its folder and "
+                                           "MLflow run)")] = "leaderboard",
 ) -> None:
-    """Success per domain with 95% intervals; against a baseline task by task; verifier accuracy, AUC, best@k."""
-    from flows.evaluate import eval_flow
+    """Success per domain with 95% intervals; against a baseline task by task; verifier accuracy, AUC, best@k.
+    With several --rollout: one ranked leaderboard (markdown, JSON, PNG figures, an outcome taxonomy)."""
+    from flows.evaluate import eval_flow, leaderboard_flow
     from flows.runtime import prefect_api
 
+    rollouts = list(dict.fromkeys(rollout))
     with prefect_api():
-        report = eval_flow(config=config, rollout=rollout, baseline=baseline, verifier=verifier,
-                           verifier_kind=verifier_kind, out=out)
+        if len(rollouts) > 1:
+            report = leaderboard_flow(config=config, rollouts=rollouts, baseline=baseline, verifier=verifier,
+                                      name=name, verifier_kind=verifier_kind, out=out)
+        else:
+            report = eval_flow(config=config, rollout=rollouts[0], baseline=baseline, verifier=verifier,
+                               verifier_kind=verifier_kind, out=out)
     print(json.dumps(report, indent=2, default=str))

@@ -1,36 +1,51 @@
-"""Evaluation as a Prefect flow: a rollout's success per domain, against a baseline, and the verifier's ranking."""
+"""Evaluation as Prefect flows: a rollout's success per domain, against a baseline, and the verifier's ranking
+(eval_flow); several rollouts ranked on one leaderboard with an error taxonomy and figures (leaderboard_flow)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import load_config
+from components.config import PipelineConfig, load_config
 from components.evaluation.metrics import success_report
 from components.evaluation.report import compare, verifier_report
 from components.training.stage import stage_episodes
 from flows.runtime import PROJECT_ROOT
 
 
+def _config(config: str | PipelineConfig) -> PipelineConfig:
+    if isinstance(config, PipelineConfig):
+        return config
+    return load_config(Path(config) if Path(config).suffix else config)
+
+
+def _verifier(cfg: PipelineConfig, verifier: str, verifier_kind: str) -> Any:
+    from components.training.verifier import VerifierScorer
+
+    return VerifierScorer(Path(verifier), verifier_kind,  # type: ignore[arg-type]
+                          max_tokens=cfg.training.verifier.max_tokens)
+
+
+def _finished(episodes: list[Any]) -> list[Any]:
+    return [e for e in episodes if e.outcome is not None]
+
+
 @flow(name="evaluate", log_prints=True)
-def eval_flow(config: str, rollout: str, baseline: str | None = None, verifier: str | None = None,
+def eval_flow(config: str | PipelineConfig, rollout: str, baseline: str | None = None, verifier: str | None = None,
               verifier_kind: str = "generative", out: str | None = None) -> dict[str, Any]:
     from components.tracking.training import flatten, training_run
 
-    cfg = load_config(Path(config) if Path(config).suffix else config)
+    cfg = _config(config)
     episodes, _ = stage_episodes(cfg, [rollout])
     scores = None
     report: dict[str, Any] = {"rollout": rollout, "profile": cfg.profile}
     if verifier:
-        from components.training.verifier import VerifierScorer
-
-        scorer = VerifierScorer(Path(verifier), verifier_kind,  # type: ignore[arg-type]
-                                max_tokens=cfg.training.verifier.max_tokens)
-        scores = scorer.score([e for e in episodes if e.outcome is not None])
+        scores = _verifier(cfg, verifier, verifier_kind).score(_finished(episodes))
         report["verifier"] = {"model": verifier, **verifier_report(episodes, scores)}
     report["success"] = success_report(episodes, scores=scores)
     if baseline:
@@ -47,3 +62,71 @@ def eval_flow(config: str, rollout: str, baseline: str | None = None, verifier: 
         run.log_artifact(path)
     report["report_path"] = str(path)
     return report
+
+
+_METRIC_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
+
+
+def _metric_key(key: str) -> str:
+    """An MLflow metric name: alphanumerics, _ - . space and / only (pass@k, code_error:KeyError -> _)."""
+    return _METRIC_KEY.sub("_", key.replace("@", "_at_"))[:250]
+
+
+@flow(name="leaderboard", log_prints=True)
+def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline: str | None = None,
+                     verifier: str | None = None, name: str = "leaderboard", verifier_kind: str = "generative",
+                     out: str | None = None) -> dict[str, Any]:
+    """Rank several rollouts of the profile on one leaderboard: success with 95% intervals, per domain, pass@k
+    (and best@k with a verifier), turns, the outcome taxonomy, and each against `baseline` task by task.
+
+    Writes leaderboard.md, leaderboard.json and the figures to reports/<profile>/<name>/ (or `out`), each file
+    atomically, and logs the metrics and those files in one MLflow run named `name`. A baseline that is not among
+    `rollouts` is read too and gets a row of its own."""
+    from components.evaluation.leaderboard import leaderboard
+    from components.evaluation.plots import write_plots
+    from components.tracking.training import training_run
+
+    cfg = _config(config)
+    names = list(dict.fromkeys([*rollouts, *([baseline] if baseline else [])]))  # in order, each once
+    if not names:
+        raise ValueError("leaderboard_flow needs at least one rollout")
+    episodes = {n: stage_episodes(cfg, [n])[0] for n in names}
+    scores = None
+    if verifier:
+        scorer = _verifier(cfg, verifier, verifier_kind)  # loaded once, scores every rollout
+        scores = {n: scorer.score(_finished(eps)) for n, eps in episodes.items()}
+    board = leaderboard(episodes, baseline=baseline, scores=scores)
+
+    report_dir = Path(out) if out else PROJECT_ROOT / "reports" / cfg.profile / name
+    md_path, json_path = report_dir / "leaderboard.md", report_dir / "leaderboard.json"
+    with atomic_write(md_path) as fh:
+        fh.write(board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})"))
+    with atomic_write(json_path) as fh:
+        fh.write(board.to_json())
+    plots = write_plots(board, report_dir)
+    print(board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})"))
+
+    with training_run(cfg.tracking, f"{name}", PROJECT_ROOT, system_metrics=False) as run:
+        run.set_tags({"medgym.stage": "evaluate", "medgym.profile": cfg.profile, "medgym.rollouts": ",".join(names),
+                      "medgym.baseline": baseline or "", "medgym.verifier": verifier or ""})
+        run.log_metrics({_metric_key(k): v for k, v in board.metrics().items()})
+        for path in (md_path, json_path):
+            run.log_artifact(path)
+        for path in plots:
+            run.log_artifact(path, artifact_path="plots")
+        run_id = run.run_id
+
+    rows: dict[str, Any] = {}
+    for r in board.rows:
+        vs = r.versus_baseline
+        rows[r.rollout] = {
+            "rank": r.rank,
+            "success": r.success.value if r.success is not None else None,
+            "interval": [r.success.low, r.success.high] if r.success is not None else None,
+            "domains": {d: ({"success": e.value, "interval": [e.low, e.high]} if e is not None else None)
+                        for d, e in r.domains.items()},
+            "versus_baseline": {"difference": vs.difference.value, "interval": [vs.difference.low, vs.difference.high],
+                                "tasks": vs.tasks} if vs is not None else None,
+        }
+    return {"report_dir": str(report_dir), "markdown": str(md_path), "json": str(json_path), "run_id": run_id,
+            "baseline": baseline, "rows": rows, "plots": [str(p) for p in plots]}
