@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from components.common.io import RecordError
 from components.envs.coding_env import EnvConfig
@@ -14,7 +14,7 @@ from components.policies.registry import PolicyConfig
 from components.rollout.collect import CollectionConfig
 from components.rollout.jobs import SamplingPlan
 from components.sandbox.protocol import Limits
-from components.training.config import TrainingConfig
+from components.training.config import DPOSettings, SFTSettings, TrainingConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -31,6 +31,10 @@ class SuiteSize(_Strict):
 
 
 class DataConfig(_Strict):
+    # where the tasks come from: the generated suite of that size, or the public MedAgentGym release imported
+    source: Literal["generate", "medagentgym"] = "generate"
+    suite: Literal["demo", "full"] = "demo"
+    import_from: Path | None = Field(default=None, description="the MedAgentGym release folder (source medagentgym)")
     seed: int = 0
     out_dir: Path = Path("data/demo")
     suites: dict[str, SuiteSize] = Field(
@@ -54,6 +58,20 @@ class TrackingConfig(_Strict):
     mlflow_uri: str = "sqlite:///mlflow/mlruns.db"
     artifact_location: str = "mlflow/artifacts"
     experiment: str = "medgym"
+    # set by the pipeline for the stages it runs: their runs nest under its run
+    parent_run_id: str | None = None
+
+
+class RegistryConfig(_Strict):
+    """Where models are registered and what a promotion needs."""
+
+    name: str = Field(default="medgym-agent", min_length=1, description="the registered model's name")
+    margin: float = Field(default=0.0, description="the 95% lower bound of candidate − champion must exceed it")
+    champion_alias: str = "champion"
+    challenger_alias: str = "challenger"
+    # the same defaults as `components.evaluation.report.compare`, so a registry decision and an eval report agree
+    n_boot: int = Field(default=2000, ge=1)
+    seed: int = 0
 
 
 class RolloutProfile(_Strict):
@@ -63,11 +81,43 @@ class RolloutProfile(_Strict):
     plan: SamplingPlan = Field(default_factory=SamplingPlan)
     split: str | None = None
     limit: int | None = Field(default=None, ge=1)
+    categories: list[str] | None = Field(default=None, description="only tasks of these categories")
     workers: int = Field(default=2, ge=1)
     max_in_flight: int = Field(default=32, ge=1)
     ray_address: str | None = None
     env: dict[str, Any] = Field(default_factory=dict, description="overrides of the profile's env section")
     out_dir: Path | None = Field(default=None, description="default: data/rollouts/<profile>/<name>")
+
+
+class SelfImproveConfig(_Strict):
+    """Rounds of rejection sampling: the current model plays the train tasks (`train`), its correct episodes that
+    the verifier approves train an SFT step, the same episodes' verifier-ranked pairs a DPO step, and the new model
+    plays the held-out tasks (`test`). The policies' `model` option is set per round."""
+
+    rounds: int = Field(default=0, ge=0)
+    init: str = Field(default="dpo", description="the training stage whose model the first round starts from")
+    train: RolloutProfile = Field(default_factory=RolloutProfile)
+    test: RolloutProfile = Field(default_factory=RolloutProfile)
+    # `episodes` here are rollouts mixed in besides the round's own (none by default)
+    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(episodes=[], min_verifier_score=0.5))
+    dpo: DPOSettings = Field(default_factory=lambda: DPOSettings(episodes=[], verifier_pairs=True))
+
+    @field_validator("sft", "dpo", mode="before")
+    @classmethod
+    def _own_episodes_only(cls, v: Any) -> Any:
+        # a round trains on its own rollout; a profile's rollouts are mixed in only where it names them
+        return {"episodes": [], **v} if isinstance(v, dict) else v
+
+
+class PipelineSettings(_Strict):
+    """What `medgym pipeline run` chains, in order. Names are the suite (`suite`), rollouts of `rollouts`,
+    training methods (sft, verifier, dpo), `self_improve`, `evaluate` and `register`."""
+
+    stages: list[str] | None = Field(default=None, description="default: suite, every rollout and training "
+                                     "stage in dependency order, self_improve, evaluate, register")
+    self_improve: SelfImproveConfig = Field(default_factory=SelfImproveConfig)
+    baseline: str | None = Field(default=None, description="the rollout every policy is compared with")
+    state_dir: Path = Field(default=Path(".state/pipeline"), description="each stage's key and status, per profile")
 
 
 class PipelineConfig(_Strict):
@@ -76,9 +126,13 @@ class PipelineConfig(_Strict):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    # the categories every rollout plays unless it names its own (None: all of the suite)
+    focus: list[str] | None = None
     # named collections, played in this order by the pipeline (e.g. the teacher on train, the base model on test)
     rollouts: dict[str, RolloutProfile] = Field(default_factory=dict)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
+    pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
+    registry: RegistryConfig = Field(default_factory=RegistryConfig)
 
     def collection(self, name: str) -> CollectionConfig:
         if name not in self.rollouts:
@@ -86,7 +140,8 @@ class PipelineConfig(_Strict):
             raise KeyError(f"profile {self.profile} has no rollout {name!r} (it has: {known})")
         r = self.rollouts[name]
         env = EnvConfig.model_validate({**self.env.model_dump(), **r.env})
-        return CollectionConfig(policy=r.policy, plan=r.plan, split=r.split, limit=r.limit, workers=r.workers,
+        return CollectionConfig(policy=r.policy, plan=r.plan, split=r.split, limit=r.limit,
+                                categories=r.categories if r.categories is not None else self.focus, workers=r.workers,
                                 max_in_flight=r.max_in_flight, ray_address=r.ray_address,
                                 sandbox_backend=self.sandbox.backend, limits=self.sandbox.limits, env=env)
 
@@ -94,6 +149,12 @@ class PipelineConfig(_Strict):
         r = self.rollouts[name]
         # beside the suite, not inside it: the suite folder is a DVC output that `dvc repro` rebuilds
         return r.out_dir or self.data.out_dir.parent / "rollouts" / self.profile / name
+
+
+def as_config(config: str | Path | PipelineConfig) -> PipelineConfig:
+    """A flow's `config` argument: a loaded profile (the pipeline passes its own, with the parent run set) or a
+    profile name or path."""
+    return config if isinstance(config, PipelineConfig) else load_config(config)
 
 
 def load_config(profile_or_path: str | Path) -> PipelineConfig:

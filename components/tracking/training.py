@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import TrackingConfig
-from components.tracking.tracker import MlflowTracker
+from components.tracking.tracker import MlflowTracker, parent_tags
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -116,5 +116,6 @@ def training_run(config: TrackingConfig, name: str, project_root: Path | None = 
     experiment_id = tracker.experiment_id()
     if system_metrics:
         mlflow.set_system_metrics_sampling_interval(2)
-    with mlflow.start_run(experiment_id=experiment_id, run_name=name, log_system_metrics=system_metrics) as run:
+    with mlflow.start_run(experiment_id=experiment_id, run_name=name, log_system_metrics=system_metrics,
+                          tags=parent_tags(config)) as run:
         yield TrainingRun(mlflow, run, tracker.uri)

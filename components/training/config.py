@@ -54,6 +54,8 @@ class SFTSettings(_Strict):
     per_task: int | None = Field(default=None, ge=1, description="at most N correct episodes per task, shortest "
                                  "first (None: all)")
     packing: bool = Field(default=True, description="padding-free best-fit packing of whole episodes")
+    min_verifier_score: float | None = Field(default=None, ge=0, le=1, description="keep only correct episodes "
+                                             "the verifier stage's model scores at least this (rejection sampling)")
     schedule: Schedule = Field(default_factory=Schedule)
     lora: LoraSettings = Field(default_factory=LoraSettings)
 

@@ -46,16 +46,18 @@ class StageOutput:
 
 
 # ---------------------------------------------------------------------- paths
-def dataset_dir(cfg: PipelineConfig, method: Method) -> Path:
-    return cfg.training.data_dir / cfg.profile / method
+# A stage is named by its method (sft, dpo, verifier) unless it says otherwise: self-improvement rounds train
+# `round1-sft`, `round1-dpo`, ... with the same methods, each in its own folders and MLflow run.
+def dataset_dir(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Path:
+    return cfg.training.data_dir / cfg.profile / (stage or method)
 
 
-def run_dir(cfg: PipelineConfig, method: Method) -> Path:
-    return cfg.training.out_dir / cfg.profile / method
+def run_dir(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Path:
+    return cfg.training.out_dir / cfg.profile / (stage or method)
 
 
-def merged_dir(cfg: PipelineConfig, method: Method) -> Path:
-    return run_dir(cfg, method) / "merged"
+def merged_dir(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Path:
+    return run_dir(cfg, method, stage) / "merged"
 
 
 def init_model(cfg: PipelineConfig, method: Method) -> str:
@@ -99,6 +101,10 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
                  chat: ChatTokens, scores: dict[str, float] | None = None) -> list[Any]:
     if method == "sft":
         assert isinstance(settings, SFTSettings)
+        if settings.min_verifier_score is not None:
+            # rejection sampling: a correct episode the verifier doubts is left out (scores cover correct ones)
+            assert scores is not None
+            episodes = [e for e in episodes if scores.get(e.episode_id, 0.0) >= settings.min_verifier_score]
         if settings.per_task:
             episodes = shortest_per_task(episodes, chat, settings.per_task)
         return data.sft_examples(episodes, chat, max_tokens=settings.schedule.max_length)
@@ -121,7 +127,7 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
     return data.verifier_examples(episodes, chat, settings.max_tokens, settings.schedule.seed)
 
 
-def build_dataset(cfg: PipelineConfig, method: Method) -> Any:
+def build_dataset(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Any:
     """Build, validate and write the stage's dataset; returns its manifest."""
     from components.training.datasets import source_ref, write_dataset
 
@@ -133,29 +139,39 @@ def build_dataset(cfg: PipelineConfig, method: Method) -> Any:
     episodes, dirs = stage_episodes(cfg, settings.episodes)
     scores = None
     if method == "dpo" and settings.verifier_pairs:
-        scores = verifier_scores(cfg, episodes)
+        scores = verifier_scores(cfg, _mixed_tasks(episodes), "training.dpo.verifier_pairs")
+    if method == "sft" and settings.min_verifier_score is not None:
+        scores = verifier_scores(cfg, [e for e in episodes if e.outcome == Outcome.CORRECT],
+                                 "training.sft.min_verifier_score")
     try:
         rows = dataset_rows(method, settings, episodes, chat, scores)
     except data.EmptyDatasetError as exc:
-        raise data.EmptyDatasetError(f"{method} stage of profile {cfg.profile}: {exc}") from None
-    return write_dataset(dataset_dir(cfg, method), KINDS[method], rows, sources=[source_ref(d) for d in dirs],
+        raise data.EmptyDatasetError(f"{stage or method} stage of profile {cfg.profile}: {exc}") from None
+    return write_dataset(dataset_dir(cfg, method, stage), KINDS[method], rows, sources=[source_ref(d) for d in dirs],
                          tokenizer=cfg.training.base_model, settings=settings.model_dump(mode="json"))
 
 
-def verifier_scores(cfg: PipelineConfig, episodes: list[Episode]) -> dict[str, float]:
-    from components.training.verifier import VerifierScorer
-
-    path = merged_dir(cfg, "verifier")
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"training.dpo.verifier_pairs needs the verifier stage's model, and {path} holds "
-                                "none: run `medgym train verifier` first")
+def _mixed_tasks(episodes: list[Episode]) -> list[Episode]:
+    """Finished episodes of tasks with both a correct and an incorrect one: only these can make a ranked pair."""
     done = [e for e in episodes if e.outcome is not None and e.outcome != Outcome.CONTEXT_LIMIT]
     kinds: dict[str, set[bool]] = defaultdict(set)
     for e in done:
         kinds[e.task_id].add(e.outcome == Outcome.CORRECT)
-    mixed = [e for e in done if len(kinds[e.task_id]) == 2]  # only these tasks can make a pair: score no more
+    return [e for e in done if len(kinds[e.task_id]) == 2]
+
+
+def verifier_scores(cfg: PipelineConfig, episodes: list[Episode], needed_by: str = "verifier scores"
+                    ) -> dict[str, float]:
+    from components.training.verifier import VerifierScorer
+
+    path = merged_dir(cfg, "verifier")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{needed_by} needs the verifier stage's model, and {path} holds "
+                                "none: run `medgym train verifier` first")
+    if not episodes:
+        return {}
     scorer = VerifierScorer(path, cfg.training.verifier.kind, max_tokens=cfg.training.verifier.max_tokens)
-    return scorer.score(mixed)
+    return scorer.score(episodes)
 
 
 # ---------------------------------------------------------------------- launch
@@ -204,42 +220,45 @@ def _free_port() -> int:
 
 
 # ---------------------------------------------------------------------- the stage
-def run_stage(cfg: PipelineConfig, method: Method, *, log_model: bool = True, fresh: bool = False,
-              project_root: Path | None = None, on_event: Any = None) -> StageOutput:
-    """Dataset → training → merged checkpoint, tracked as one MLflow run named `<method>`."""
+def run_stage(cfg: PipelineConfig, method: Method, *, stage: str | None = None, log_model: bool = True,
+              fresh: bool = False, project_root: Path | None = None, on_event: Any = None) -> StageOutput:
+    """Dataset → training → merged checkpoint, tracked as one MLflow run named `<profile>-<stage>`."""
     from components.tracking.training import flatten, training_run
     from components.training.datasets import read_manifest
 
     settings = getattr(cfg.training, method)
-    out = run_dir(cfg, method)
+    name = stage or method
+    out = run_dir(cfg, method, stage)
     if fresh and out.exists():
         import shutil
 
         shutil.rmtree(out)
     base = init_model(cfg, method)
-    manifest = read_manifest(dataset_dir(cfg, method))  # the rows are read, and their hash checked, by the trainer
+    data_dir = dataset_dir(cfg, method, stage)
+    manifest = read_manifest(data_dir)  # the rows are read, and their hash checked, by the trainer
     _claim_run_dir(out, manifest.content_hash, base)
     dist = cfg.training.distributed
-    with training_run(cfg.tracking, f"{cfg.profile}-{method}", project_root) as run:
-        run.set_tags({"medgym.stage": method, "medgym.profile": cfg.profile, "medgym.init": base})
+    with training_run(cfg.tracking, f"{cfg.profile}-{name}", project_root) as run:
+        run.set_tags({"medgym.stage": name, "medgym.method": method, "medgym.profile": cfg.profile,
+                      "medgym.init": base})
         run.log_params(flatten({"method": method, "base_model": base, "processes": dist.processes,
                               "deepspeed": dist.deepspeed, **settings.model_dump(mode="json")}))
-        run.log_dataset(dataset_dir(cfg, method), manifest)
-        job = TrainJob(method=method, base_model=base, dataset_dir=dataset_dir(cfg, method), out_dir=out,
+        run.log_dataset(data_dir, manifest)
+        job = TrainJob(method=method, base_model=base, dataset_dir=data_dir, out_dir=out,
                        tracking_uri=run.tracking_uri, run_id=run.run_id, **{method: settings})
-        result = launch(job, dist.processes, dist.deepspeed, log_to=out.parent / f"{method}.launch.log")
+        result = launch(job, dist.processes, dist.deepspeed, log_to=out.parent / f"{name}.launch.log")
         run.log_metrics({"train_runtime_s": result.runtime_s, "train_tokens": result.tokens,
                          "train_tokens_per_s": result.tokens_per_s, "global_step": result.global_step,
                          **({"train_loss_final": result.train_loss} if result.train_loss is not None else {})})
         final = out / FINAL
-        model_dir = merged_dir(cfg, method)
+        model_dir = merged_dir(cfg, method, stage)
         if is_adapter(final):
             merge_and_save(final, model_dir)
         else:
             _copy_dir(final, model_dir)
         kind = "reward" if method == "verifier" and cfg.training.verifier.kind == "reward" else "causal"
         (model_dir / "medgym_stage.json").write_text(json.dumps(
-            {"method": method, "kind": kind, "run_id": run.run_id, "dataset": manifest.content_hash,
+            {"method": method, "stage": name, "kind": kind, "run_id": run.run_id, "dataset": manifest.content_hash,
              "init": base}, indent=1))
         uri = None
         if log_model:

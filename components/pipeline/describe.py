@@ -1,0 +1,90 @@
+"""The dry run: what `medgym pipeline run` would do on a profile, stage by stage, without doing any of it.
+
+For a paper-scale profile this is the check before a GPU node is booked: the model, how many tasks and episodes
+each rollout plays, the launch command of each training stage (accelerate with its DeepSpeed config and process
+count), and which stages a rerun would take from the cache.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from components.pipeline.plan import Plan, Stage
+from components.pipeline.state import PipelineState, stage_key
+from components.training.stage import DEEPSPEED_DIR, init_model, merged_dir
+
+
+def describe(plan: Plan, state: PipelineState, root: Path) -> list[dict[str, Any]]:
+    cfg = plan.cfg
+    tasks = _task_counts(root / cfg.data.out_dir / "tasks.jsonl")
+    keys: dict[str, str] = {}
+    rows = []
+    for stage in plan.stages:
+        keys[stage.name] = stage_key(plan, stage, keys, root)
+        row: dict[str, Any] = {"stage": stage.name, "kind": stage.kind, "needs": list(stage.needs),
+                               "cache": state.decide(stage, keys[stage.name], root)}
+        row.update(_details(plan, stage, tasks))
+        rows.append(row)
+    return rows
+
+
+def _details(plan: Plan, stage: Stage, tasks: Counter[str] | None) -> dict[str, Any]:
+    cfg = plan.cfg
+    if stage.kind == "suite":
+        size = cfg.data.suites[cfg.data.suite]
+        src = (f"import {cfg.data.import_from}" if cfg.data.source == "medagentgym"
+               else f"generate {cfg.data.suite} suite ({size.train_per_category} train + {size.test_per_category} "
+                    "test per category)")
+        return {"what": src, "out": str(cfg.data.out_dir)}
+    if stage.kind == "rollout":
+        c = cfg.collection(stage.name)
+        n = None if tasks is None else sum(v for (split, cat), v in tasks.items()  # type: ignore[misc]
+                                           if (c.split is None or split == c.split)
+                                           and (c.categories is None or cat in c.categories))
+        if n is not None and c.limit is not None:
+            n = min(n, c.limit)
+        return {"what": f"{c.policy.backend} {c.policy.options.get('model', '')}".strip(),
+                "split": c.split, "tasks": n if n is not None else "after suite",
+                "k": c.plan.k, "episodes": n * c.plan.k if n is not None else None,
+                "temperature": f"{c.plan.first_temperature} then {c.plan.temperature}",
+                "max_turns": c.env.max_turns, "sandbox": c.sandbox_backend, "workers": c.workers,
+                "out": str(cfg.rollout_dir(stage.name))}
+    if stage.kind == "train":
+        assert stage.method is not None and stage.settings is not None
+        tcfg = plan.training_config(stage)
+        s, dist = stage.settings, cfg.training.distributed
+        try:
+            init = init_model(tcfg, stage.method)
+        except FileNotFoundError:
+            init = str(merged_dir(cfg, s.init)) if s.init in ("sft", "dpo", "verifier") else s.init  # type: ignore[arg-type]
+        extra = {"beta": s.beta} if stage.method == "dpo" else {}  # type: ignore[union-attr]
+        return {"what": f"{stage.method} from {init}", "episodes_from": list(s.episodes),
+                "learning_rate": s.schedule.learning_rate, "epochs": s.schedule.epochs,
+                "max_steps": s.schedule.max_steps, "lora": s.lora.enabled, **extra,
+                "processes": dist.processes, "deepspeed": dist.deepspeed,
+                "launch": launch_command(dist.processes, dist.deepspeed)}
+    if stage.kind == "evaluate":
+        return {"what": f"leaderboard of {', '.join(stage.needs)} against {plan.baseline()}"}
+    final = plan.final()
+    return {"what": f"register {merged_dir(cfg, final[0].method, final[0].name)} as {cfg.registry.name}"  # type: ignore[arg-type,index]
+            if final else "nothing to register"}
+
+
+def launch_command(processes: int, deepspeed: str) -> str:
+    if processes == 1 and deepspeed == "none":
+        return "in process (one CPU or GPU)"
+    config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
+    return (f"{Path(sys.executable).name} -m accelerate.commands.launch --config_file "
+            f"{config.relative_to(DEEPSPEED_DIR.parent.parent)} --num_processes {processes} "
+            "-m components.training.worker <job.json>")
+
+
+def _task_counts(path: Path) -> Counter[tuple[str, str]] | None:
+    if not path.is_file():
+        return None
+    from components.tasks.record import load_tasks
+
+    return Counter((t.split, t.category) for t in load_tasks(path))

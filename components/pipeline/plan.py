@@ -1,0 +1,214 @@
+"""The pipeline's plan: which stages a profile runs, in what order, what each one reads, and what it writes.
+
+A stage is one of: `suite` (build or import the tasks), a rollout of the profile (`teacher`, `base`, `sft_test`,
+...), a training stage (`sft`, `verifier`, `dpo`, and per self-improvement round `round<r>-sft`, `round<r>-dpo`),
+`evaluate` (the leaderboard of every held-out rollout) and `register` (the final model into the registry).
+What a stage needs is read off the profile: a rollout needs the training stage whose merged model its policy
+plays, a training stage the rollouts of its `episodes`, the stage it starts from and, when it ranks by the
+verifier, the verifier. Self-improvement rounds become ordinary stages here, so everything downstream (keys,
+caching, tracking, the dry run) treats them like any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from components.config import PipelineConfig, RolloutProfile
+from components.training.config import DPOSettings, SFTSettings, VerifierSettings
+from components.training.stage import KINDS, Method, dataset_dir, merged_dir, run_dir
+
+Kind = Literal["suite", "rollout", "train", "evaluate", "register"]
+SUITE, EVALUATE, REGISTER, SELF_IMPROVE = "suite", "evaluate", "register", "self_improve"
+TRAIN_ORDER: tuple[Method, ...] = ("sft", "verifier", "dpo")
+
+
+class PlanError(ValueError):
+    """A profile whose stages cannot be chained; the message names the stage and what it lacks."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    kind: Kind
+    needs: tuple[str, ...] = ()
+    method: Method | None = None  # training stages
+    settings: SFTSettings | DPOSettings | VerifierSettings | None = None  # training stages, as they will train
+    round: int = 0  # self-improvement round (0: the first pass)
+    outputs: tuple[Path, ...] = ()  # what a changed key clears before the stage reruns
+
+
+@dataclass
+class Plan:
+    """The expanded profile (rounds' rollouts added) and its stages in run order."""
+
+    cfg: PipelineConfig
+    stages: list[Stage] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage {name!r} in the plan of profile {self.cfg.profile} "
+                       f"(it has: {', '.join(s.name for s in self.stages)})")
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+    def training_config(self, stage: Stage) -> PipelineConfig:
+        """The profile as `run_stage` reads it for this stage: its method's settings replaced by the stage's."""
+        assert stage.kind == "train" and stage.method is not None
+        training = self.cfg.training.model_copy(update={stage.method: stage.settings})
+        return self.cfg.model_copy(update={"training": training})
+
+    def test_rollouts(self) -> list[str]:
+        return [s.name for s in self.stages if s.kind == "rollout" and self.cfg.rollouts[s.name].split == "test"]
+
+    def baseline(self) -> str | None:
+        """The held-out rollout others are compared with: the profile's choice, else the first one whose policy
+        is no model trained here (the base model)."""
+        if self.cfg.pipeline.baseline:
+            return self.cfg.pipeline.baseline
+        trained = {str(merged_dir(self.cfg, s.method, s.name)) for s in self.stages if s.kind == "train"}  # type: ignore[arg-type]
+        for name in self.test_rollouts():
+            if str(self.cfg.rollouts[name].policy.options.get("model", "")) not in trained:
+                return name
+        return None
+
+    def final(self) -> tuple[Stage, str] | None:
+        """The model to register, the last policy trained, and the held-out rollout that plays it."""
+        for stage in reversed(self.stages):
+            if stage.kind == "train" and stage.method != "verifier":
+                model = str(merged_dir(self.cfg, stage.method, stage.name))  # type: ignore[arg-type]
+                for name in self.test_rollouts():
+                    if str(self.cfg.rollouts[name].policy.options.get("model", "")) == model:
+                        return stage, name
+                return None
+        return None
+
+
+def _stage_name(method: Method, round_: int) -> str:
+    return method if round_ == 0 else f"round{round_}-{method}"
+
+
+def expand_rounds(cfg: PipelineConfig) -> tuple[PipelineConfig, list[tuple[str, Method, object, int]]]:
+    """Self-improvement rounds as rollouts and training stages: round r plays the train split with the previous
+    round's model (`round<r>_train`), trains `round<r>-sft` on its verifier-approved successes and `round<r>-dpo`
+    on its verifier-ranked pairs, and plays the held-out split with the result (`round<r>_test`)."""
+    si = cfg.pipeline.self_improve
+    trains: list[tuple[str, Method, object, int]] = [
+        (m, m, getattr(cfg.training, m), 0) for m in TRAIN_ORDER]
+    if si.rounds == 0:
+        return cfg, trains
+    if si.init not in KINDS:
+        raise PlanError(f"pipeline.self_improve.init must be a training stage ({', '.join(KINDS)}), not {si.init!r}")
+    rollouts = dict(cfg.rollouts)
+    prev = merged_dir(cfg, si.init)  # type: ignore[arg-type]
+    for r in range(1, si.rounds + 1):
+        train_name, test_name = f"round{r}_train", f"round{r}_test"
+        for name in (train_name, test_name):
+            if name in cfg.rollouts:
+                raise PlanError(f"rollout {name!r} is made by pipeline.self_improve; rename the profile's own")
+        rollouts[train_name] = _playing(si.train, prev, "train")
+        sft = si.sft.model_copy(update={"episodes": [*si.sft.episodes, train_name], "init": str(prev)})
+        sft_dir = merged_dir(cfg, "sft", _stage_name("sft", r))
+        dpo = si.dpo.model_copy(update={"episodes": [*si.dpo.episodes, train_name], "init": str(sft_dir)})
+        prev = merged_dir(cfg, "dpo", _stage_name("dpo", r))
+        rollouts[test_name] = _playing(si.test, prev, "test")
+        trains += [(_stage_name("sft", r), "sft", sft, r), (_stage_name("dpo", r), "dpo", dpo, r)]
+    return cfg.model_copy(update={"rollouts": rollouts}), trains
+
+
+def _playing(template: RolloutProfile, model: Path, split: str) -> RolloutProfile:
+    policy = template.policy.model_copy(update={"options": {**template.policy.options, "model": str(model)}})
+    return template.model_copy(update={"policy": policy, "split": template.split or split})
+
+
+def build_plan(cfg: PipelineConfig) -> Plan:
+    """Every stage the profile configures, in `pipeline.stages` order or, by default, in dependency order
+    (declaration order where the dependencies allow)."""
+    cfg, trains = expand_rounds(cfg)
+    made_by = {str(merged_dir(cfg, method, name)): name for name, method, _, _ in trains}  # model folder -> stage
+    candidates: dict[str, Stage] = {SUITE: Stage(SUITE, "suite", outputs=(cfg.data.out_dir,))}
+    for name, r in cfg.rollouts.items():
+        model = str(r.policy.options.get("model", ""))
+        needs = (SUITE,) + ((made_by[model],) if model in made_by else ())
+        rnd = int(name[len("round"):].split("_")[0]) if name.startswith("round") and name[5:6].isdigit() else 0
+        candidates[name] = Stage(name, "rollout", needs, round=rnd, outputs=(cfg.rollout_dir(name),))
+    for name, method, settings, r in trains:
+        if r == 0 and method not in cfg.training.model_fields_set:
+            continue  # a method is trained when the profile configures it
+        needs = [*settings.episodes]  # type: ignore[attr-defined]
+        init = settings.init  # type: ignore[attr-defined]
+        if init in KINDS:
+            needs.append(init)
+        elif init in made_by:
+            needs.append(made_by[init])
+        if (method == "dpo" and settings.verifier_pairs) or (  # type: ignore[attr-defined]
+                method == "sft" and settings.min_verifier_score is not None):  # type: ignore[attr-defined]
+            needs.append("verifier")
+        candidates[name] = Stage(name, "train", tuple(dict.fromkeys(needs)), method=method,  # type: ignore[arg-type]
+                                 settings=settings, round=r,  # type: ignore[arg-type]
+                                 outputs=(dataset_dir(cfg, method, name), run_dir(cfg, method, name)))
+    order = _order(cfg, candidates)
+    plan = Plan(cfg, [])
+    for name in order:
+        plan.stages.append(candidates[name])
+    tests = plan.test_rollouts()
+    if EVALUATE in order or (cfg.pipeline.stages is None and tests):
+        plan.stages.append(Stage(EVALUATE, "evaluate", tuple(tests), outputs=(Path("reports") / cfg.profile / "leaderboard",)))
+    final = plan.final()
+    if REGISTER in order or (cfg.pipeline.stages is None and final is not None):
+        if final is None:
+            raise PlanError(f"profile {cfg.profile}: `register` needs a trained policy and a held-out rollout that "
+                            "plays its merged model")
+        stage, rollout = final
+        plan.stages.append(Stage(REGISTER, "register", (EVALUATE, stage.name, rollout)))
+    _check_order(plan)
+    return plan
+
+
+def _order(cfg: PipelineConfig, candidates: dict[str, Stage]) -> list[str]:
+    explicit = cfg.pipeline.stages
+    if explicit is not None:
+        names: list[str] = []
+        for name in explicit:
+            if name == SELF_IMPROVE:
+                names += [n for n, s in candidates.items() if s.round > 0]
+            elif name in (EVALUATE, REGISTER):
+                continue  # placed after the rest
+            elif name not in candidates:
+                raise PlanError(f"pipeline.stages names {name!r}, which profile {cfg.profile} does not configure "
+                                f"(it has: {', '.join([*candidates, SELF_IMPROVE, EVALUATE, REGISTER])})")
+            else:
+                names.append(name)
+        return names
+    placed: list[str] = []
+    pending = list(candidates)
+    while pending:
+        for name in pending:
+            if all(n in placed for n in candidates[name].needs):
+                placed.append(name)
+                pending.remove(name)
+                break
+        else:
+            missing = {n: [d for d in candidates[n].needs if d not in candidates] for n in pending}
+            missing = {n: m for n, m in missing.items() if m}
+            if not missing:
+                raise PlanError(f"profile {cfg.profile}: stages {', '.join(pending)} need each other (a cycle)")
+            raise PlanError(f"profile {cfg.profile}: these stages need what nothing makes (and so do the "
+                            f"stages after them): " + "; ".join(f"{n} needs {', '.join(m)}" for n, m in missing.items()))
+    return placed
+
+
+def _check_order(plan: Plan) -> None:
+    seen: set[str] = set()
+    for stage in plan.stages:
+        late = [n for n in stage.needs if n not in seen]
+        if late:
+            where = "comes later" if all(n in plan.names for n in late) else "is not in the plan"
+            raise PlanError(f"profile {plan.cfg.profile}: stage {stage.name!r} needs {', '.join(late)}, which "
+                            f"{where} (pipeline.stages: {', '.join(plan.names)})")
+        seen.add(stage.name)

@@ -1,0 +1,133 @@
+"""What the pipeline remembers between runs: each stage's key and status, so a rerun skips what still holds.
+
+A stage's key hashes what decides its result: its part of the profile, the source of the code it runs, and the
+keys of the stages it reads. A rerun with the same key finds the stage done and skips it (its outputs must still
+be there); a changed key clears the stage's outputs and runs it again, and with it, through their keys, every
+stage downstream. A stage left `running` (the process was killed) runs again on its outputs: rollouts skip the
+episodes they hold and training resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from components.common.io import atomic_write
+from components.pipeline.plan import Plan, Stage
+
+# the source each kind of stage runs: a change there reruns the stage (tracking and orchestration code do not)
+CODE: dict[str, tuple[str, ...]] = {
+    "suite": ("components/tasks", "components/ehr", "components/sandbox", "components/common"),
+    "rollout": ("components/envs", "components/rollout", "components/policies", "components/sandbox",
+                "components/tasks/checkers.py", "components/tasks/scoring.py"),
+    "train": ("components/training", "components/policies/tokens.py", "infra/deepspeed"),
+    "evaluate": ("components/evaluation", "components/training/verifier.py"),
+    "register": ("components/registry.py",),
+}
+Decision = Literal["cached", "new", "resume", "stale"]
+
+
+@cache
+def code_digest(root: Path, paths: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for rel in paths:
+        base = root / rel
+        files = sorted(base.rglob("*")) if base.is_dir() else [base]
+        for f in files:
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".yaml", ".json", ".lock", ""):
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def stage_inputs(plan: Plan, stage: Stage) -> dict[str, Any]:
+    """The part of the profile this stage's result depends on (paths, settings, models), as JSON."""
+    cfg = plan.cfg
+    if stage.kind == "suite":
+        return {"data": cfg.data.model_dump(mode="json")}
+    if stage.kind == "rollout":
+        return {"collection": cfg.collection(stage.name).model_dump(mode="json"),
+                "out_dir": str(cfg.rollout_dir(stage.name))}
+    if stage.kind == "train":
+        assert stage.settings is not None
+        return {"method": stage.method, "settings": stage.settings.model_dump(mode="json"),
+                "base_model": cfg.training.base_model,
+                "distributed": cfg.training.distributed.model_dump(mode="json")}
+    if stage.kind == "evaluate":
+        return {"rollouts": list(stage.needs), "baseline": plan.baseline()}
+    return {"registry": cfg.registry.model_dump(mode="json"), "needs": list(stage.needs)}
+
+
+def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path) -> str:
+    doc = {"stage": stage.name, "kind": stage.kind, "inputs": stage_inputs(plan, stage),
+           "code": code_digest(root, CODE[stage.kind]), "upstream": {n: upstream[n] for n in stage.needs}}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class StageRecord(BaseModel):
+    stage: str
+    key: str
+    status: Literal["running", "done"]
+    started_at: float
+    wall_s: float | None = None
+    result: dict[str, Any] = Field(default_factory=dict)
+
+
+class PipelineState:
+    """One JSON record per stage under `.state/pipeline/<profile>/`, written atomically."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def _path(self, stage: str) -> Path:
+        return self.folder / f"{stage}.json"
+
+    def read(self, stage: str) -> StageRecord | None:
+        path = self._path(stage)
+        if not path.is_file():
+            return None
+        return StageRecord.model_validate_json(path.read_text(encoding="utf-8"))
+
+    def decide(self, stage: Stage, key: str, root: Path) -> Decision:
+        record = self.read(stage.name)
+        if record is None:
+            return "new"
+        if record.key != key:
+            return "stale"
+        if record.status == "done" and all((root / p).exists() for p in stage.outputs):
+            return "cached"
+        return "resume"
+
+    def start(self, stage: str, key: str) -> None:
+        self._write(StageRecord(stage=stage, key=key, status="running", started_at=time.time()))
+
+    def finish(self, stage: str, key: str, started_at: float, result: dict[str, Any]) -> StageRecord:
+        record = StageRecord(stage=stage, key=key, status="done", started_at=started_at,
+                             wall_s=round(time.time() - started_at, 2), result=result)
+        self._write(record)
+        return record
+
+    def _write(self, record: StageRecord) -> None:
+        with atomic_write(self._path(record.stage)) as fh:
+            fh.write(record.model_dump_json(indent=1))
+
+
+def clear_outputs(outputs: Iterable[Path], root: Path) -> list[Path]:
+    """Remove a stale stage's outputs, so its rerun starts clean instead of resuming another key's work."""
+    removed = []
+    for p in outputs:
+        path = root / p
+        if path.is_dir():
+            shutil.rmtree(path)
+            removed.append(path)
+        elif path.exists():
+            path.unlink()
+            removed.append(path)
+    return removed

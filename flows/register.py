@@ -1,0 +1,44 @@
+"""Registration as a Prefect flow: a trained model, its held-out rollout and provenance into the Model Registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+
+from components.config import PipelineConfig, RegistryConfig, as_config
+from components.registry import Evaluation, register
+from components.training.datasets import read_manifest, source_digest
+from components.training.stage import dataset_dir, merged_dir, stage_episodes
+from flows.runtime import PROJECT_ROOT
+
+
+@flow(name="register", log_prints=True)
+def register_flow(config: str | PipelineConfig, rollout: str, baseline: str | None = None, method: str | None = None,
+                  model_uri: str | None = None, model_dir: str | None = None,
+                  data_versions: dict[str, str] | None = None, registry: RegistryConfig | None = None
+                  ) -> dict[str, Any]:
+    """Register the model whose held-out episodes are rollout `rollout`; `baseline` names the rollout it must beat
+    while there is no champion. `method` (sft, dpo, verifier) tags the stage's dataset hash and, without
+    `model_uri` or `model_dir`, registers that stage's merged checkpoint."""
+    cfg = as_config(config)
+    settings = registry or cfg.registry
+    episodes, dirs = stage_episodes(cfg, [rollout])
+    candidate = Evaluation.from_episodes(episodes, reference=str(dirs[0]))
+    versions = {f"rollout.{rollout}": source_digest(dirs[0])}
+    base = None
+    if baseline:
+        base_episodes, base_dirs = stage_episodes(cfg, [baseline])
+        base = Evaluation.from_episodes(base_episodes, reference=str(base_dirs[0]))
+        versions[f"rollout.{baseline}"] = source_digest(base_dirs[0])
+    if method:
+        versions[f"dataset.{method}"] = read_manifest(dataset_dir(cfg, method)).content_hash  # type: ignore[arg-type]
+        if model_uri is None and model_dir is None:
+            model_dir = str(merged_dir(cfg, method))  # type: ignore[arg-type]
+    versions |= data_versions or {}
+    decision = register(settings, cfg.tracking, candidate, model_uri=model_uri,
+                        model_dir=Path(model_dir) if model_dir else None, baseline=base, data_versions=versions,
+                        project_root=PROJECT_ROOT)
+    print(f"{decision.name} v{decision.version} -> {decision.alias}: {decision.reason}")
+    return decision.model_dump(mode="json")

@@ -1,0 +1,137 @@
+"""The Model Registry: a real sqlite MLflow store, a tiny random Llama, and promotion decided task by task."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from components.config import PipelineConfig, TrackingConfig
+from components.evaluation.report import compare
+from components.registry import TASK_SUCCESS_TAG, Evaluation, RegistryConfig, git_commit, register
+from tests.conftest import ROOT
+from tests.evaluation.test_leaderboard import episode
+from tests.training.conftest import write_rollout
+
+TASKS = 12
+
+
+def rollout(correct_tasks: int, samples: int = 2) -> list:
+    """Episodes of TASKS tasks, `samples` each: tasks below `correct_tasks` solved every time, the rest never."""
+    return [episode(f"t{i:02d}", s, "success" if i < correct_tasks else "wrong")
+            for i in range(TASKS) for s in range(samples)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, tiny_model):
+    """A sqlite store holding the tiny model logged once, as `run_stage` logs a merged checkpoint."""
+    from components.tracking.training import training_run
+
+    root = tmp_path_factory.mktemp("mlflow")
+    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{root / 'mlflow.db'}",
+                              artifact_location=str(root / "artifacts"), experiment="t")
+    with training_run(tracking, "t-sft", system_metrics=False) as run:
+        uri = run.log_model(tiny_model)
+    return tracking, uri
+
+
+def test_a_supported_win_over_the_baseline_is_champion_a_next_unsupported_one_challenger_and_a_fresh_process_loads_it(
+        store, tiny_model):
+    from mlflow.tracking import MlflowClient
+
+    tracking, uri = store
+    cfg = RegistryConfig(name="agent")
+    base, first, second = rollout(1), rollout(9), rollout(10)
+    client = MlflowClient(tracking_uri=tracking.mlflow_uri)
+
+    one = register(cfg, tracking, Evaluation.from_episodes(first, reference="data/rollouts/t/sft-test",
+                                                           scores={"pass@1": 0.75}),
+                   model_uri=uri, baseline=Evaluation.from_episodes(base), data_versions={"suite": "md5:abc"})
+    assert one.promoted and one.alias == "champion" and one.version == "1" and one.previous_champion is None
+    c = one.comparison
+    assert c is not None and c.against == "baseline" and len(c.tasks) == TASKS and c.low > 0
+    # the same paired bootstrap an eval report gives for these two rollouts
+    assert {"value": c.difference, "low": c.low, "high": c.high, "n": len(c.tasks)} == \
+        compare(base, first)["overall"]["difference"]
+    v1 = client.get_model_version_by_alias("agent", "champion")
+    assert str(v1.version) == "1" and v1.description == one.reason and "promoted" in one.reason
+    assert v1.tags["medgym.data.suite"] == "md5:abc" and v1.tags["medgym.eval.pass_at_1"] == "0.75"
+    assert v1.tags["medgym.git.commit"] == git_commit(ROOT)[0] != "unknown"
+    assert float(v1.tags["medgym.eval.success"]) == pytest.approx(9 / 12)
+    assert v1.tags["medgym.eval.reference"] == "data/rollouts/t/sft-test"
+    assert v1.tags[TASK_SUCCESS_TAG] == one.task_success_uri and one.run_id in one.task_success_uri
+
+    # one more task solved: +1/12 on average, but the interval over tasks reaches 0, so no promotion
+    two = register(cfg, tracking, Evaluation.from_episodes(second), model_dir=tiny_model, commit="abc123")
+    assert not two.promoted and two.alias == "challenger" and two.version == "2" and two.previous_champion == "1"
+    c = two.comparison
+    assert c is not None and c.against == "champion" and c.against_version == "1"
+    assert c.difference == pytest.approx(1 / 12) and c.low <= 0 < c.high and len(c.tasks) == TASKS
+    assert "champion v1" in two.reason and "12 shared tasks" in two.reason and "not supported" in two.reason
+    v2 = client.get_model_version_by_alias("agent", "challenger")
+    assert str(v2.version) == "2" and v2.description == two.reason and v2.tags["medgym.decision"] == "challenger"
+    assert v2.tags["medgym.decision.against"] == "champion v1" and v2.tags["medgym.decision.shared_tasks"] == "12"
+    assert v2.tags["medgym.git.commit"] == "abc123" and float(v2.tags["medgym.decision.low"]) == pytest.approx(c.low)
+    assert str(client.get_model_version_by_alias("agent", "champion").version) == "1"
+    decision_json = client.download_artifacts(two.run_id, "evaluation/decision.json")
+    assert json.loads(Path(decision_json).read_text())["reason"] == two.reason
+
+    script = textwrap.dedent("""
+        import json, mlflow
+        from mlflow.tracking import MlflowClient
+        pipe = mlflow.transformers.load_model("models:/agent@champion")
+        out = pipe("Compute the BMI", max_new_tokens=5, do_sample=False)[0]["generated_text"]
+        print(json.dumps({"version": MlflowClient().get_model_version_by_alias("agent", "champion").version,
+                          "task": pipe.task, "text": out}))
+    """)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking.mlflow_uri, "MLFLOW_REGISTRY_URI": tracking.mlflow_uri,
+           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tiny_model.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert str(got["version"]) == "1" and got["task"] == "text-generation"
+    assert isinstance(got["text"], str) and got["text"].startswith("Compute") and len(got["text"]) > len("Compute the BMI")
+
+
+def test_the_flow_holds_back_a_win_the_margin_does_not_cover_and_a_first_model_with_nothing_to_beat(
+        store, tmp_path):
+    from flows.register import register_flow
+
+    tracking, uri = store
+    rollouts = {"base-test": write_rollout(tmp_path / "base", rollout(1)),
+                "sft-test": write_rollout(tmp_path / "sft", rollout(9))}
+    cfg = PipelineConfig.model_validate({"profile": "t", "tracking": tracking.model_dump(),
+                                         "rollouts": {k: {"out_dir": str(v)} for k, v in rollouts.items()}})
+    path = tmp_path / "t.yaml"
+    path.write_text(json.dumps(cfg.model_dump(mode="json")))
+
+    # the same +2/3 win as above, but a margin above its lower bound
+    held = register_flow.fn(str(path), "sft-test", baseline="base-test", model_uri=uri,
+                            registry=RegistryConfig(name="strict", margin=0.9))
+    assert held["alias"] == "challenger" and not held["promoted"]
+    assert held["comparison"]["against"] == "baseline" and held["comparison"]["low"] > 0
+    assert "margin +0.9000: not supported" in held["reason"]
+    assert held["comparison"]["against_reference"] == str(rollouts["base-test"])
+
+    lone = register_flow.fn(str(path), "sft-test", model_uri=uri, registry=RegistryConfig(name="lone"))
+    assert lone["alias"] == "challenger" and lone["comparison"] is None
+    assert "no champion and no baseline" in lone["reason"]
+
+    from mlflow.tracking import MlflowClient
+
+    tags = MlflowClient(tracking_uri=tracking.mlflow_uri).get_model_version("strict", held["version"]).tags
+    assert len(tags["medgym.data.rollout.sft-test"]) == 64 and "medgym.data.rollout.base-test" in tags
+
+
+def test_an_evaluation_refuses_success_outside_the_unit_interval_and_an_empty_one():
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        Evaluation(task_success={"t": 1.5})
+    with pytest.raises(ValueError, match="at least one task"):
+        Evaluation(task_success={})
