@@ -118,6 +118,7 @@ class PipelineSettings(_Strict):
     self_improve: SelfImproveConfig = Field(default_factory=SelfImproveConfig)
     baseline: str | None = Field(default=None, description="the rollout every policy is compared with")
     state_dir: Path = Field(default=Path(".state/pipeline"), description="each stage's key and status, per profile")
+    reports_dir: Path = Field(default=Path("reports"), description="evaluation reports go to <reports_dir>/<profile>")
 
 
 class PipelineConfig(_Strict):

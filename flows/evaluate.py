@@ -51,7 +51,7 @@ def eval_flow(config: str | PipelineConfig, rollout: str, baseline: str | None =
     if baseline:
         report["baseline"] = baseline
         report["versus_baseline"] = compare(stage_episodes(cfg, [baseline])[0], episodes)
-    path = Path(out) if out else PROJECT_ROOT / "reports" / cfg.profile / f"{rollout}.json"
+    path = Path(out) if out else PROJECT_ROOT / cfg.pipeline.reports_dir / cfg.profile / f"{rollout}.json"
     with atomic_write(path) as fh:
         json.dump(report, fh, indent=1, default=str)
     with training_run(cfg.tracking, f"eval-{rollout}", PROJECT_ROOT, system_metrics=False) as run:
@@ -97,7 +97,7 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
         scores = {n: scorer.score(_finished(eps)) for n, eps in episodes.items()}
     board = leaderboard(episodes, baseline=baseline, scores=scores)
 
-    report_dir = Path(out) if out else PROJECT_ROOT / "reports" / cfg.profile / name
+    report_dir = Path(out) if out else PROJECT_ROOT / cfg.pipeline.reports_dir / cfg.profile / name
     md_path, json_path = report_dir / "leaderboard.md", report_dir / "leaderboard.json"
     with atomic_write(md_path) as fh:
         fh.write(board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})"))

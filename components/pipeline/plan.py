@@ -157,10 +157,11 @@ def build_plan(cfg: PipelineConfig) -> Plan:
     for name in order:
         plan.stages.append(candidates[name])
     tests = plan.test_rollouts()
-    if EVALUATE in order or (cfg.pipeline.stages is None and tests):
-        plan.stages.append(Stage(EVALUATE, "evaluate", tuple(tests), outputs=(Path("reports") / cfg.profile / "leaderboard",)))
+    explicit = cfg.pipeline.stages
+    if (explicit is None and tests) or EVALUATE in (explicit or ()):
+        plan.stages.append(Stage(EVALUATE, "evaluate", tuple(tests), outputs=(cfg.pipeline.reports_dir / cfg.profile / "leaderboard",)))
     final = plan.final()
-    if REGISTER in order or (cfg.pipeline.stages is None and final is not None):
+    if (explicit is None and final is not None) or REGISTER in (explicit or ()):
         if final is None:
             raise PlanError(f"profile {cfg.profile}: `register` needs a trained policy and a held-out rollout that "
                             "plays its merged model")
@@ -176,7 +177,8 @@ def _order(cfg: PipelineConfig, candidates: dict[str, Stage]) -> list[str]:
         names: list[str] = []
         for name in explicit:
             if name == SELF_IMPROVE:
-                names += [n for n, s in candidates.items() if s.round > 0]
+                rounds = {n: s for n, s in candidates.items() if s.round > 0}
+                names += _topological(cfg, rounds, done=set(names))
             elif name in (EVALUATE, REGISTER):
                 continue  # placed after the rest
             elif name not in candidates:
@@ -185,16 +187,22 @@ def _order(cfg: PipelineConfig, candidates: dict[str, Stage]) -> list[str]:
             else:
                 names.append(name)
         return names
+    return _topological(cfg, candidates)
+
+
+def _topological(cfg: PipelineConfig, candidates: dict[str, Stage], done: set[str] | None = None) -> list[str]:
+    """Declaration order where the dependencies allow; `done` are stages placed before these."""
     placed: list[str] = []
     pending = list(candidates)
     while pending:
         for name in pending:
-            if all(n in placed for n in candidates[name].needs):
+            if all(n in placed or n in (done or set()) for n in candidates[name].needs):
                 placed.append(name)
                 pending.remove(name)
                 break
         else:
-            missing = {n: [d for d in candidates[n].needs if d not in candidates] for n in pending}
+            missing = {n: [d for d in candidates[n].needs if d not in candidates and d not in (done or set())]
+                       for n in pending}
             missing = {n: m for n, m in missing.items() if m}
             if not missing:
                 raise PlanError(f"profile {cfg.profile}: stages {', '.join(pending)} need each other (a cycle)")

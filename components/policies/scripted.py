@@ -62,6 +62,11 @@ class ScriptedConfig(BaseModel):
     mistakes: list[MistakeKind] = Field(
         default_factory=lambda: list(MISTAKE_KINDS), description="the kinds drawn from; a kind that does not apply to a task is skipped"
     )
+    unrepaired_rate: float = Field(
+        default=0.0, ge=0, le=1,
+        description="probability that an episode with a mistake submits what the mistaken code printed instead of "
+        "noticing and repairing it (or gives up when it raised): the incorrect episodes a verifier and DPO need",
+    )
     verify_clean: bool = Field(
         default=False,
         description="re-derive the answer before submitting in clean episodes too (one more turn), so that a verify "
@@ -155,6 +160,12 @@ class ScriptedTeacher:
         if _LAST_TURN in obs or mem["last"] == "submitted":  # no turn left for anything but the answer
             return self._submit(mem, "This is the last turn: I submit what I have.", planned)
         last = mem["last"]
+        if last == "run_bad" and mem.get("unrepaired"):
+            if failure is None:
+                return self._submit(mem, f"The code printed {_shown(mem['printed'])}, so I submit it.", planned)
+            mem["last"] = "submitted"
+            text = f"The run failed ({_clip(failure, 200)}); I submit no answer.\n\n{submit_block(None)}"
+            return text, TeacherTurn(stage="give_up", planned=planned)
         if failure is not None and last in ("run_bad", "verify") and mem["mistake"] and not mem["repaired"]:
             return self._repair(mem, failure, planned)
         if failure is not None:  # the correct program failed: nothing left to fix
@@ -220,7 +231,11 @@ def plan_episode(task: Task, seed: int, config: ScriptedConfig) -> dict[str, Any
     if not (inject and kinds):
         return _memory(good, None)
     mistake = rng.choice(sites[rng.choice(kinds)])
-    return _memory(good, mistake)
+    memory = _memory(good, mistake)
+    # its own stream: a nonzero rate leaves every other draw (and so every episode at rate 0) as it was
+    memory["unrepaired"] = random.Random(f"scripted-teacher-unrepaired:{task.task_id}:{seed}").random() \
+        < config.unrepaired_rate
+    return memory
 
 
 def _memory(good: str, mistake: Mistake | None) -> dict[str, Any]:

@@ -261,3 +261,31 @@ def test_a_code_task_gets_the_solution_out_of_its_reference_program(tmp_path: Pa
     assert episode.outcome == Outcome.CORRECT and len(gens) == 1
     assert episode.submitted_answer == AREA and "def main" not in gens[0].text
     assert gens[0].metadata["teacher"]["stage"] == "submit" and gens[0].metadata["teacher"]["mistake"] is None
+
+
+def test_an_unrepaired_mistake_is_submitted_wrong_or_given_up_and_the_rate_leaves_other_draws_alone(
+        env: CodingEnv, suite: tuple[Path, dict[str, Task]]) -> None:
+    tasks = [t for t in suite[1].values() if t.answer_spec.type != AnswerType.CODE][:12]
+    sloppy = ScriptedTeacher(ScriptedConfig(mistake_rate=1, unrepaired_rate=1))
+    outcomes: Counter[str] = Counter()
+    for task in tasks:
+        episode, gens = play(env, sloppy, task)
+        meta = [g.metadata["teacher"] for g in gens]
+        if meta[0]["mistake"] is None:  # no mistake applies to this task: solved as ever
+            assert episode.outcome == Outcome.CORRECT
+            continue
+        assert not any(m["repair"] for m in meta) and len(gens) == 2, task.task_id
+        assert episode.outcome != Outcome.CORRECT, task.task_id
+        if episode.turns[0].error is None:  # what the mistaken code printed, submitted
+            assert meta[1]["stage"] == "submit" and episode.submitted_answer is not None
+            outcomes["submitted wrong"] += 1
+        else:  # it raised: nothing to submit
+            assert meta[1]["stage"] == "give_up" and episode.submitted_answer is None
+            outcomes["gave up"] += 1
+    assert outcomes["submitted wrong"] >= 1 and outcomes["gave up"] >= 1, outcomes
+    # the rate draws from its own stream: the mistakes planned at rate 0 and rate 1 are the same
+    careful = ScriptedTeacher(ScriptedConfig(mistake_rate=1, unrepaired_rate=0))
+    for task in tasks[:4]:
+        req = lambda: GenerationRequest(key="k", messages=[{"role": "user", "content": task.prompt}],  # noqa: E731
+                                        sampling=Sampling(seed=3), task=task)
+        assert sloppy.generate([req()])[0].text == careful.generate([req()])[0].text

@@ -1,0 +1,116 @@
+"""The plan of each profile: which stages, in what order, reading what; and the errors a bad profile gets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from components.config import PipelineConfig, load_config
+from components.pipeline.plan import PlanError, build_plan
+from components.pipeline.state import PipelineState, clear_outputs, stage_key
+from tests.conftest import ROOT
+
+
+def test_the_demo_plan_chains_every_stage_in_dependency_order():
+    plan = build_plan(load_config("demo"))
+    assert plan.names == ["suite", "teacher", "base", "sft", "sft_test", "sft_train", "verifier", "dpo", "dpo_test",
+                          "evaluate", "register"]
+    assert plan["sft"].needs == ("teacher",)
+    assert plan["sft_test"].needs == ("suite", "sft")  # it plays the SFT model
+    assert set(plan["dpo"].needs) == {"teacher", "sft_train", "sft", "verifier"}  # verifier-ranked pairs
+    assert plan["evaluate"].needs == ("base", "sft_test", "dpo_test")
+    assert plan.baseline() == "base"
+    assert plan.final()[0].name == "dpo" and plan.final()[1] == "dpo_test"
+    assert plan["register"].needs == ("evaluate", "dpo", "dpo_test")
+
+
+def test_self_improvement_rounds_become_stages_that_play_and_train_from_the_previous_round():
+    plan = build_plan(load_config("paper"))
+    r1, r2 = plan.cfg.rollouts["round1_train"], plan.cfg.rollouts["round2_train"]
+    assert r1.policy.options["model"] == "models/paper/dpo/merged"
+    assert r2.policy.options["model"] == "models/paper/round1-dpo/merged"
+    assert plan["round1-sft"].settings.init == "models/paper/dpo/merged"
+    assert plan["round1-sft"].settings.episodes == ["round1_train"]  # the round's own episodes only
+    assert plan["round1-sft"].settings.min_verifier_score == 0.5
+    assert set(plan["round1-sft"].needs) == {"round1_train", "dpo", "verifier"}
+    assert plan["round2-dpo"].settings.init == "models/paper/round2-sft/merged"
+    assert plan.names.index("round1_test") < plan.names.index("round2_train")
+    assert plan.final()[0].name == "round2-dpo" and plan.final()[1] == "round2_test"
+    assert plan.baseline() == "base_test"
+    # each round's stage trains with the round's settings and writes its own folders
+    tcfg = plan.training_config(plan["round2-sft"])
+    assert tcfg.training.sft.init == "models/paper/round1-dpo/merged"
+    assert plan["round2-sft"].outputs == (Path("data/training/paper/round2-sft"), Path("models/paper/round2-sft"))
+
+
+def _cfg(**over) -> PipelineConfig:
+    raw = load_config("smoke").model_dump(mode="json", exclude_unset=True)
+    return PipelineConfig.model_validate({**raw, **over})
+
+
+def test_a_method_the_profile_does_not_configure_is_not_trained():
+    raw = load_config("smoke").model_dump(mode="json", exclude_unset=True)
+    raw["training"] = {"base_model": "tiny-random-llama", "sft": raw["training"]["sft"]}
+    raw["rollouts"] = {k: v for k, v in raw["rollouts"].items() if k in ("teacher", "base")}
+    raw.pop("pipeline")
+    plan = build_plan(PipelineConfig.model_validate(raw))
+    assert plan.names == ["suite", "teacher", "base", "sft", "evaluate"]  # no held-out rollout plays sft: no register
+
+
+def test_bad_stage_lists_name_what_is_wrong():
+    with pytest.raises(PlanError, match=r"names 'sfft', which profile smoke does not configure"):
+        build_plan(_cfg(pipeline={"stages": ["suite", "teacher", "sfft"]}))
+    with pytest.raises(PlanError, match=r"stage 'sft' needs teacher, which comes later"):
+        build_plan(_cfg(pipeline={"stages": ["suite", "sft", "teacher"]}))
+    with pytest.raises(PlanError, match=r"dpo needs sft_train"):
+        raw = load_config("smoke").model_dump(mode="json", exclude_unset=True)
+        raw["rollouts"].pop("sft_train")
+        raw.pop("pipeline")
+        build_plan(PipelineConfig.model_validate(raw))
+
+
+def test_an_explicit_stage_list_runs_in_its_order_and_self_improve_expands():
+    plan = build_plan(_cfg(pipeline={"stages": ["suite", "teacher", "base", "sft", "sft_train", "verifier", "dpo",
+                                                "dpo_test", "self_improve", "evaluate"],
+                                     "self_improve": load_config("smoke").pipeline.self_improve.model_dump()}))
+    assert plan.names[-5:] == ["round1_train", "round1-sft", "round1-dpo", "round1_test", "evaluate"]
+    assert "register" not in plan.names  # an explicit list registers only when it says so
+
+
+# ---------------------------------------------------------------------- keys and state
+def test_a_changed_setting_changes_its_stage_key_and_every_key_downstream_only():
+    def keys(cfg: PipelineConfig) -> dict[str, str]:
+        plan, out = build_plan(cfg), {}
+        for s in plan.stages:
+            out[s.name] = stage_key(plan, s, out, ROOT)
+        return out
+
+    raw = load_config("smoke").model_dump(mode="json", exclude_unset=True)
+    before = keys(PipelineConfig.model_validate(raw))
+    assert before == keys(PipelineConfig.model_validate(raw))  # deterministic
+    raw["training"]["verifier"]["schedule"]["learning_rate"] = 3e-4
+    after = keys(PipelineConfig.model_validate(raw))
+    changed = {n for n in before if before[n] != after[n]}
+    assert changed == {"verifier", "dpo", "dpo_test", "round1_train", "round1-sft", "round1-dpo", "round1_test",
+                       "evaluate", "register"}
+    raw["tracking"]["experiment"] = "elsewhere"  # where runs are tracked decides no result
+    assert keys(PipelineConfig.model_validate(raw)) == after
+
+
+def test_state_decides_new_resume_cached_stale_and_a_stale_stage_is_cleared(tmp_path):
+    plan = build_plan(load_config("smoke"))
+    stage = plan["sft"].__class__(name="sft", kind="train", outputs=(Path("out"),))
+    state = PipelineState(tmp_path / "state")
+    assert state.decide(stage, "k1", tmp_path) == "new"
+    state.start("sft", "k1")
+    assert state.decide(stage, "k1", tmp_path) == "resume"  # killed while running: run on its outputs
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "f").write_text("x")
+    rec = state.finish("sft", "k1", state.read("sft").started_at, {"rows": 3})
+    assert rec.wall_s is not None and state.read("sft").result == {"rows": 3}
+    assert state.decide(stage, "k1", tmp_path) == "cached"
+    assert state.decide(stage, "k2", tmp_path) == "stale"
+    assert clear_outputs(stage.outputs, tmp_path) == [tmp_path / "out"] and not (tmp_path / "out").exists()
+    assert state.decide(stage, "k1", tmp_path) == "resume"  # done, but its outputs are gone
+    assert not list((tmp_path / "state").glob("*.tmp*"))
