@@ -6,6 +6,7 @@ by a real compose implementation (`docker compose config`, or Debian bookworm's 
 the v2 plugin is not packaged), which validates it against the compose schema and interpolates .env.example. That
 test skips when no compose CLI answers, unless MEDGYM_REQUIRE_DOCKER=1 (CI), where it fails instead. The Ray
 config is validated against the schema of the installed Ray, the same way `ray up` does before it launches nodes.
+The postgres init script runs against a throwaway PostgreSQL cluster (slow; required in CI by MEDGYM_REQUIRE_SERVERS).
 """
 
 from __future__ import annotations
@@ -233,6 +234,61 @@ def test_env_example_covers_every_variable():
     assert (COMPOSE_DIR / ".gitignore").read_text().split() == [".env"]
 
 
+def _pg_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parents[1].name)
+                   if p.parents[1].name.isdigit() else 0)
+    return found[-1].parent if found else None
+
+
+@pytest.mark.slow
+def test_postgres_init_script_creates_the_prefect_database(tmp_path_factory):
+    """postgres/init-databases.sh against a throwaway cluster (Debian's postgresql, as `nobody`, socket only), the
+    way the image's entrypoint runs it: executed, then again (idempotent), and sourced (no exit of the caller)."""
+    bin_dir = _pg_bin()
+    if bin_dir is None or os.geteuid() != 0:
+        reason = "PostgreSQL is not installed" if bin_dir is None else "needs root (postgres runs as nobody)"
+        if os.environ.get("MEDGYM_REQUIRE_SERVERS") == "1":
+            pytest.fail(f"MEDGYM_REQUIRE_SERVERS=1 but {reason}")
+        pytest.skip(reason)
+    import pwd
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    root = Path(tempfile.mkdtemp(prefix="medgym-initdb-"))  # under /tmp: reachable by nobody
+    try:
+        os.chown(root, nobody.pw_uid, nobody.pw_gid)
+        script = root / "init-databases.sh"
+        shutil.copy(COMPOSE_DIR / "postgres" / "init-databases.sh", script)
+        port = 5432  # only a socket in `root`: nothing else can hold it
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PGHOST": str(root), "PGPORT": str(port), "PGUSER": "postgres",
+               "POSTGRES_USER": "postgres", "POSTGRES_DB": "mlflow", "PREFECT_DB": "prefect", "HOME": str(root)}
+
+        def as_nobody(*cmd: str, **extra: str) -> subprocess.CompletedProcess:
+            assigns = [f"{k}={v}" for k, v in {**env, **extra}.items()]
+            return subprocess.run(["runuser", "-u", "nobody", "--", "env", "-i", *assigns, *cmd], capture_output=True,
+                                  text=True, timeout=180, cwd=root)
+
+        def ok(res: subprocess.CompletedProcess) -> str:
+            assert res.returncode == 0, f"{res.args}: {res.stdout}{res.stderr}"
+            return res.stdout
+
+        ok(as_nobody("initdb", "-D", str(root / "data"), "-U", "postgres", "-A", "trust", "--no-sync"))
+        options = f"-p {port} -k {root} -c listen_addresses= -c fsync=off"
+        ok(as_nobody("pg_ctl", "-D", str(root / "data"), "-l", str(root / "log"), "-o", options, "-w", "start"))
+        try:
+            ok(as_nobody("createdb", "mlflow"))  # the image's own step for POSTGRES_DB
+            assert "database prefect ready" in ok(as_nobody("sh", str(script)))
+            ok(as_nobody("sh", str(script)))  # a second run finds it and changes nothing
+            sourced = ok(as_nobody("sh", "-c", f". {script}; echo still-here", PREFECT_DB="mlflow"))
+            assert "no separate Prefect database" in sourced and "still-here" in sourced
+            names = ok(as_nobody("psql", "-d", "postgres", "-Atc", "SELECT datname FROM pg_database")).split()
+            assert {"mlflow", "prefect"} <= set(names)
+        finally:
+            as_nobody("pg_ctl", "-D", str(root / "data"), "-m", "fast", "-w", "stop")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------- compose, through a real implementation
 def _compose_cli() -> tuple[list[str] | None, str]:
     """`docker compose` (the v2 plugin), else Debian bookworm's v1 `docker-compose`; or None and why."""
@@ -401,8 +457,11 @@ def test_mlflow_dockerfile_pins_the_clients_mlflow():
     instructions = _instructions(MLFLOW_DOCKERFILE)
     assert _arg_default(instructions, "MLFLOW_VERSION") == _pin("mlflow")
     runs = " ".join(rest for word, rest in instructions if word == "RUN")
-    for pkg in ("mlflow==${MLFLOW_VERSION}", "psycopg2-binary==", "boto3=="):
+    for pkg in ("mlflow==${MLFLOW_VERSION}", "psycopg2-binary==${PSYCOPG2_VERSION}", "boto3==${BOTO3_VERSION}"):
         assert pkg in runs
+    dev = dict(d.split("==") for d in _pyproject()["project"]["optional-dependencies"]["dev"])
+    if "psycopg2-binary" in dev:  # the driver the PostgreSQL tests use, pinned in the dev extra
+        assert _arg_default(instructions, "PSYCOPG2_VERSION") == dev["psycopg2-binary"]
     assert ("USER", "mlflow") in instructions and ("EXPOSE", "5000") in instructions
 
 
