@@ -55,7 +55,7 @@ class SandboxConfig(_Strict):
 
 class TrackingConfig(_Strict):
     # a local sqlite store by default: no server to start by hand
-    mlflow_uri: str = "sqlite:///mlflow/mlruns.db"
+    mlflow_uri: str = "sqlite:///mlflow/mlruns.db"  # MEDGYM_MLFLOW_URI, where set, overrides it
     artifact_location: str = "mlflow/artifacts"
     experiment: str = "medgym"
     # set by the pipeline for the stages it runs: their runs nest under its run

@@ -51,14 +51,14 @@ def pipeline_run(
     """The main job on one profile: data, rollouts, training, evaluation and registration, as far as the profile
     configures them; stages whose inputs, settings and code are unchanged are taken from the last run."""
     from components.pipeline.plan import PlanError
-    from flows.pipeline import pipeline_flow
+    from flows.pipeline import load_plan, pipeline_flow
 
+    try:  # a profile that cannot be chained fails before a server starts
+        load_plan(profile, only)
+    except PlanError as exc:
+        raise SystemExit(f"error: {exc}") from None
     if dry_run:  # no Prefect server for a plan
-        try:
-            result = pipeline_flow.fn(profile=profile, only=only, dry_run=True)
-        except PlanError as exc:
-            raise SystemExit(f"error: {exc}") from None
-        _print_plan(result)
+        _print_plan(pipeline_flow.fn(profile=profile, only=only, dry_run=True))
         return
     from flows.runtime import prefect_api
 

@@ -17,7 +17,7 @@ from prefect import flow
 
 from components.config import PipelineConfig, load_config
 from components.pipeline.describe import describe
-from components.pipeline.plan import Plan, Stage, build_plan
+from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, stage_key
 from components.tracking.tracker import MlflowTracker
@@ -36,18 +36,24 @@ def state_for(cfg: PipelineConfig) -> PipelineState:
     return PipelineState(PROJECT_ROOT / cfg.pipeline.state_dir / cfg.profile)
 
 
+def load_plan(profile: str, only: list[str] | None = None) -> Plan:
+    """The profile's plan; a profile that cannot be chained, or `only` naming no stage of it, raises here."""
+    plan = build_plan(load_config(profile))
+    unknown = sorted(set(only or ()) - set(plan.names))
+    if unknown:
+        raise PlanError(f"--only names {', '.join(unknown)}, not stages of profile {plan.cfg.profile} "
+                        f"(it has: {', '.join(plan.names)})")
+    return plan
+
+
 @flow(name="medgym-pipeline", log_prints=True)
 def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run: bool = False,
                   force: bool = False) -> dict[str, Any]:
     """Run the profile's stages (or `only` these), skipping those whose key still holds unless `force`."""
-    plan = build_plan(load_config(profile))
+    plan = load_plan(profile, only)
     state = state_for(plan.cfg)
     if dry_run:
         return {"profile": plan.cfg.profile, "dry_run": True, "stages": describe(plan, state, PROJECT_ROOT)}
-    unknown = sorted(set(only or ()) - set(plan.names))
-    if unknown:
-        raise ValueError(f"--only names {', '.join(unknown)}, not stages of profile {plan.cfg.profile} "
-                         f"(it has: {', '.join(plan.names)})")
     started = time.time()
     keys: dict[str, str] = {}
     report: dict[str, Any] = {}

@@ -184,6 +184,7 @@ def test_prefect_server_and_worker():
         api, tracking = urlsplit(env["PREFECT_API_URL"]), urlsplit(env["MLFLOW_TRACKING_URI"])
         assert (api.hostname, api.port, api.path) == ("prefect-server", port, "/api"), svc
         assert (tracking.hostname, tracking.port) == ("mlflow", 5000), svc
+        assert env["MEDGYM_MLFLOW_URI"] == env["MLFLOW_TRACKING_URI"], svc  # what the flows track to
         assert api.hostname in services and tracking.hostname in services
 
 

@@ -20,6 +20,7 @@ MEDGYM = [sys.executable, "-c", "from flows.cli import main; main()"]
 
 def profile(tmp_path: Path, name: str, rollouts: dict | None = None) -> Path:
     cfg = {"profile": name, **({"rollouts": rollouts} if rollouts else {}),
+           "pipeline": {"state_dir": str(tmp_path / "state")},
            "data": {"seed": 0, "out_dir": str(tmp_path / "suite"),
                     "suites": {"demo": {"train_per_category": 1, "test_per_category": 1},
                                "full": {"train_per_category": 2, "test_per_category": 1}}},
@@ -60,29 +61,33 @@ def test_pipeline_runs_as_a_prefect_flow_and_is_tracked_on_a_busy_machine(tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting Prefect's temporary server" in proc.stderr and "Prefect server ready" in proc.stderr
     result = json.loads(proc.stdout)
-    assert result["suite"]["tasks"] >= 80 and result["suite"]["validated_rows"] == result["suite"]["tasks"]
+    stages = result["stages"]
+    assert list(stages) == ["suite", "teacher", "base", "evaluate"]  # no training configured: nothing registered
+    assert stages["suite"]["tasks"] >= 80 and stages["suite"]["solvable_test"] == stages["suite"]["tasks"] // 2
 
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp = client.get_experiment_by_name("e2e")
     runs = client.search_runs([exp.experiment_id])
-    by_stage = {r.data.tags["stage"]: r for r in runs}
-    assert set(by_stage) == {"data.build", "data.solvability", "rollout"}
+    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
+    children = [r for r in runs if r.info.run_id != parent.info.run_id]
+    assert all(r.data.tags.get("mlflow.parentRunId") == parent.info.run_id for r in children)
     assert all(r.info.status == "FINISHED" for r in runs)
-    assert by_stage["data.build"].data.metrics["tasks"] == result["suite"]["tasks"]
+    by_stage = {r.data.tags.get("stage") or r.data.tags["medgym.stage"]: r for r in children}
+    assert set(by_stage) == {"data.build", "data.solvability", "rollout", "evaluate"}
+    assert by_stage["data.build"].data.metrics["tasks"] == stages["suite"]["tasks"]
     assert by_stage["data.build"].data.params["suite"] == "demo"
-    test_tasks = result["suite"]["tasks"] // 2
-    assert result["solvability"]["solved"] == result["solvability"]["episodes"] == test_tasks
     assert by_stage["data.solvability"].data.metrics["rate"] == 1.0
+    assert parent.data.params["rollouts.teacher.plan.k"] == "2" and parent.data.tags["medgym.git.commit"]
 
-    rollout_runs = {r.data.tags["collection"]: r for r in runs if r.data.tags["stage"] == "rollout"}
+    rollout_runs = {r.data.tags["collection"]: r for r in children if r.data.tags.get("stage") == "rollout"}
     assert set(rollout_runs) == {"teacher", "base"}
     teacher = rollout_runs["teacher"].data
     assert teacher.metrics["episodes"] == 24 and teacher.metrics["success"] == 1.0
     assert teacher.params["policy"] == "scripted" and teacher.metrics["teacher_mistakes"] >= 1
     assert rollout_runs["base"].data.metrics["episodes"] == 4 and rollout_runs["base"].data.params["policy"] == "hf"
-    assert result["rollouts"]["teacher"]["summary"]["success"] == 1.0
+    assert stages["teacher"]["success"] == 1.0 and parent.data.metrics["teacher.success"] == 1.0
     artifacts = {a.path for a in client.list_artifacts(rollout_runs["teacher"].info.run_id)}
     assert {"episodes_sample.jsonl", "collection.json"} <= artifacts
 
@@ -90,7 +95,7 @@ def test_pipeline_runs_as_a_prefect_flow_and_is_tracked_on_a_busy_machine(tmp_pa
         states = list(db.execute("select f.name, r.state_type from flow_run r join flow f on r.flow_id = f.id"))
     assert sorted(states) == sorted([("medgym-pipeline", "COMPLETED"), ("build-suite", "COMPLETED"),
                                      ("check-solvability", "COMPLETED"), ("rollout", "COMPLETED"),
-                                     ("rollout", "COMPLETED")])
+                                     ("rollout", "COMPLETED"), ("leaderboard", "COMPLETED")])
 
 
 def test_cli_build_is_byte_for_byte_reproducible(tmp_path):

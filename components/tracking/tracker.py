@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,12 +54,16 @@ def parent_tags(config: TrackingConfig) -> dict[str, str]:
     return {"mlflow.parentRunId": config.parent_run_id} if config.parent_run_id else {}
 
 
+URI_ENV = "MEDGYM_MLFLOW_URI"
+
+
 class MlflowTracker:
     """Tracks to `config.mlflow_uri`: `sqlite:///...` (embedded, the default) or `http://...` (a server)."""
 
     def __init__(self, config: TrackingConfig, project_root: Path | None = None):
         self.config = config
-        self.uri = config.mlflow_uri
+        # a deployment points every profile at its server (a container's MLflow is not the profile's 127.0.0.1)
+        self.uri = os.environ.get(URI_ENV) or config.mlflow_uri
         self.artifacts = config.artifact_location
         if project_root is not None and self.uri.startswith("sqlite:///") and not self.uri.startswith("sqlite:////"):
             db = project_root / self.uri.removeprefix("sqlite:///")

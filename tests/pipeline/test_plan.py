@@ -114,3 +114,12 @@ def test_state_decides_new_resume_cached_stale_and_a_stale_stage_is_cleared(tmp_
     assert clear_outputs(stage.outputs, tmp_path) == [tmp_path / "out"] and not (tmp_path / "out").exists()
     assert state.decide(stage, "k1", tmp_path) == "resume"  # done, but its outputs are gone
     assert not list((tmp_path / "state").glob("*.tmp*"))
+
+
+def test_a_deployment_points_every_profile_at_its_tracking_server(monkeypatch):
+    from components.config import TrackingConfig
+    from components.tracking.tracker import URI_ENV, MlflowTracker
+
+    assert MlflowTracker(TrackingConfig(mlflow_uri="http://127.0.0.1:5000")).uri == "http://127.0.0.1:5000"
+    monkeypatch.setenv(URI_ENV, "http://mlflow:5000")
+    assert MlflowTracker(TrackingConfig(mlflow_uri="http://127.0.0.1:5000")).uri == "http://mlflow:5000"

@@ -286,6 +286,7 @@ def test_an_unrepaired_mistake_is_submitted_wrong_or_given_up_and_the_rate_leave
     # the rate draws from its own stream: the mistakes planned at rate 0 and rate 1 are the same
     careful = ScriptedTeacher(ScriptedConfig(mistake_rate=1, unrepaired_rate=0))
     for task in tasks[:4]:
-        req = lambda: GenerationRequest(key="k", messages=[{"role": "user", "content": task.prompt}],  # noqa: E731
-                                        sampling=Sampling(seed=3), task=task)
+        def req(task: Task = task) -> GenerationRequest:
+            return GenerationRequest(key="k", messages=[{"role": "user", "content": task.prompt}],
+                                     sampling=Sampling(seed=3), task=task)
         assert sloppy.generate([req()])[0].text == careful.generate([req()])[0].text

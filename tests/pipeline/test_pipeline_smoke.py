@@ -1,0 +1,118 @@
+"""The whole pipeline on the smoke profile through the real CLI (slow): every stage a Prefect flow run nested in
+one MLflow run, a leaderboard, a registered version; a rerun takes everything from the cache; a changed setting
+reruns its stage and what is downstream of it only; the paper profile's dry run (fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+MEDGYM = [sys.executable, "-c", "from flows.cli import main; main()"]
+
+
+def smoke_profile(tmp_path: Path) -> tuple[Path, dict]:
+    """configs/smoke.yaml with every path it writes moved under tmp_path."""
+    raw = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+    models = tmp_path / "models"
+    raw["profile"] = "smoke"
+    raw["data"]["out_dir"] = str(tmp_path / "data" / "smoke")
+    raw["tracking"] = {"mlflow_uri": f"sqlite:///{tmp_path / 'mlruns.db'}",
+                       "artifact_location": str(tmp_path / "artifacts"), "experiment": "smoke-e2e"}
+    raw["training"]["out_dir"] = str(models)
+    raw["training"]["data_dir"] = str(tmp_path / "training")
+    for r in raw["rollouts"].values():
+        model = r["policy"]["options"].get("model", "")
+        if model.startswith("models/"):
+            r["policy"]["options"]["model"] = str(tmp_path / model)
+    raw["pipeline"]["state_dir"] = str(tmp_path / "state")
+    raw["pipeline"]["reports_dir"] = str(tmp_path / "reports")
+    path = tmp_path / "smoke.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path, raw
+
+
+def medgym(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    return subprocess.run([*MEDGYM, *args], capture_output=True, text=True, timeout=1800, env=env, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_changed(tmp_path):
+    path, raw = smoke_profile(tmp_path)
+    first = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert first.returncode == 0, first.stderr[-4000:]
+    result = json.loads(first.stdout)
+    stages = result["stages"]
+    assert list(stages) == ["suite", "teacher", "base", "sft", "sft_train", "verifier", "dpo", "dpo_test",
+                            "round1_train", "round1-sft", "round1-dpo", "round1_test", "evaluate", "register"]
+    assert all(s["status"] == "ran" for s in stages.values())
+    assert stages["teacher"]["success"] == 1.0 and stages["sft"]["global_step"] == 2
+    assert stages["register"]["alias"] in ("champion", "challenger") and stages["register"]["version"] == "1"
+    for name in ("sft", "verifier", "dpo", "round1-sft", "round1-dpo"):
+        assert (tmp_path / "models" / "smoke" / name / "merged" / "config.json").is_file(), name
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=raw["tracking"]["mlflow_uri"])
+    runs = client.search_runs([client.get_experiment_by_name("smoke-e2e").experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
+    children = [r for r in runs if r.info.run_id != parent.info.run_id]
+    assert {r.data.tags.get("mlflow.parentRunId") for r in children} == {parent.info.run_id}
+    names = {r.info.run_name for r in children}
+    assert {"smoke-sft", "smoke-verifier", "smoke-dpo", "smoke-round1-sft", "smoke-round1-dpo", "leaderboard",
+            "rollout-round1_test", "register-medgym-agent-smoke"} <= names
+    assert parent.data.params["training.dpo.beta"] == "0.1" and len(parent.data.tags["medgym.git.commit"]) == 40
+    assert any(k.startswith("dvc.") for k in parent.data.params)  # dvc.lock's versions
+    assert parent.data.metrics["pipeline.wall_s"] > 0 and "round1-dpo.wall_s" in parent.data.metrics
+
+    version = client.get_model_version("medgym-agent-smoke", "1")
+    assert version.tags["medgym.data.dataset.round1-dpo"] and version.tags["medgym.git.commit"]
+    board = tmp_path / "reports" / "smoke" / "leaderboard"
+    assert {"leaderboard.md", "leaderboard.json"} <= {p.name for p in board.iterdir()}
+    assert any(p.suffix == ".png" for p in board.iterdir())
+    rows = json.loads((board / "leaderboard.json").read_text())
+    assert "round1_test" in json.dumps(rows) and "dpo_test" in json.dumps(rows)
+
+    again = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert {s["status"] for s in json.loads(again.stdout)["stages"].values()} == {"cached"}
+
+    raw["pipeline"]["self_improve"]["dpo"]["beta"] = 0.2  # the last round's DPO and what reads it
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    changed = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert changed.returncode == 0, changed.stderr[-4000:]
+    status = {n: s["status"] for n, s in json.loads(changed.stdout)["stages"].items()}
+    assert {n for n, s in status.items() if s != "cached"} == {"round1-dpo", "round1_test", "evaluate", "register"}
+    assert "inputs changed: cleared" in changed.stderr + changed.stdout
+
+
+def test_the_paper_dry_run_prints_the_plan_without_a_gpu_or_a_server(tmp_path):
+    proc = medgym(tmp_path, "pipeline", "run", "--profile", "paper", "--dry-run")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plan = json.loads(proc.stdout[proc.stdout.index("{"):])
+    rows = {r["stage"]: r for r in plan["stages"]}
+    assert plan["dry_run"] and "Prefect server" not in proc.stderr
+    assert rows["suite"]["what"] == "import data/medagentgym-release"
+    base = rows["base_train"]
+    assert base["what"] == "vllm checkpoints/Qwen2.5-7B-Instruct" and base["k"] == 16
+    assert base["temperature"] == "0.0 then 0.6" and base["sandbox"] == "docker"
+    assert rows["sft"]["learning_rate"] == 1e-4 and rows["dpo"]["learning_rate"] == 5e-6 and rows["dpo"]["beta"] == 0.1
+    assert rows["sft"]["deepspeed"] == "zero3" and rows["sft"]["processes"] == 8
+    assert "accelerate/zero3.yaml --num_processes 8" in rows["sft"]["launch"]
+    assert {"round2-sft", "round2-dpo", "round2_test", "evaluate", "register"} <= set(rows)
+    assert all(r["cache"] == "new" for r in rows.values())
+    assert "pipeline paper (dry run)" in proc.stdout
+
+
+def test_a_stage_the_profile_lacks_is_refused_by_name(tmp_path):
+    proc = medgym(tmp_path, "pipeline", "run", "--profile", "paper", "--only", "sfft")
+    assert proc.returncode != 0
+    assert "--only names sfft, not stages of profile paper" in proc.stderr
