@@ -67,6 +67,31 @@ def pipeline_run(
     print(json.dumps(result, indent=2, default=str))
 
 
+@pipeline_app.command("dvc")
+def pipeline_dvc(
+    profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
+    check: Annotated[bool, typer.Option(help="exit 1 if dvc.yaml differs from the plan instead of writing it")] = False,
+) -> None:
+    """Write dvc.yaml from the profile's plan: one DVC stage per pipeline stage (`--only <stage>`)."""
+    from components.common.io import atomic_write
+    from components.config import CONFIG_DIR
+    from components.pipeline.dvc import render
+    from flows.pipeline import load_plan
+    from flows.runtime import PROJECT_ROOT
+
+    path = Path(profile) if Path(profile).suffix else CONFIG_DIR / f"{profile}.yaml"
+    text = render(load_plan(profile), path, PROJECT_ROOT)
+    target = PROJECT_ROOT / "dvc.yaml"
+    if check:
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            raise SystemExit(f"error: {target} is not what `medgym pipeline dvc --profile {profile}` writes; rerun it")
+        console.print(f"{target} matches the plan of {profile}")
+        return
+    with atomic_write(target) as fh:
+        fh.write(text)
+    console.print(f"wrote {target}")
+
+
 def _print_plan(result: dict) -> None:
     table = Table("stage", "kind", "cache", "what", "details", title=f"pipeline {result['profile']} (dry run)")
     skip = {"stage", "kind", "cache", "what", "needs"}

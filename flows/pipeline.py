@@ -137,7 +137,7 @@ def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> di
 
 def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
     verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
-    board = leaderboard_flow(config=cfg, rollouts=list(stage.needs), baseline=plan.baseline(),
+    board = leaderboard_flow(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
                              verifier=str(verifier) if verifier else None, name="leaderboard")
     out: dict[str, Any] = {"report_dir": board["report_dir"]}
     for name, row in board["rows"].items():

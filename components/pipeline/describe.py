@@ -67,7 +67,8 @@ def _details(plan: Plan, stage: Stage, tasks: Counter[str] | None) -> dict[str, 
                 "processes": dist.processes, "deepspeed": dist.deepspeed,
                 "launch": launch_command(dist.processes, dist.deepspeed)}
     if stage.kind == "evaluate":
-        return {"what": f"leaderboard of {', '.join(stage.needs)} against {plan.baseline()}"}
+        scorer = " ranked by the verifier" if "verifier" in stage.needs else ""
+        return {"what": f"leaderboard of {', '.join(plan.evaluated())} against {plan.baseline()}{scorer}"}
     final = plan.final()
     return {"what": f"register {merged_dir(cfg, final[0].method, final[0].name)} as {cfg.registry.name}"  # type: ignore[arg-type,index]
             if final else "nothing to register"}

@@ -66,6 +66,10 @@ class Plan:
     def test_rollouts(self) -> list[str]:
         return [s.name for s in self.stages if s.kind == "rollout" and self.cfg.rollouts[s.name].split == "test"]
 
+    def evaluated(self) -> list[str]:
+        """The rollouts the leaderboard ranks (the evaluate stage's needs, less the verifier that scores them)."""
+        return [n for n in self[EVALUATE].needs if n in self.cfg.rollouts]
+
     def baseline(self) -> str | None:
         """The held-out rollout others are compared with: the profile's choice, else the first one whose policy
         is no model trained here (the base model)."""
@@ -159,7 +163,10 @@ def build_plan(cfg: PipelineConfig) -> Plan:
     tests = plan.test_rollouts()
     explicit = cfg.pipeline.stages
     if (explicit is None and tests) or EVALUATE in (explicit or ()):
-        plan.stages.append(Stage(EVALUATE, "evaluate", tuple(tests), outputs=(cfg.pipeline.reports_dir / cfg.profile / "leaderboard",)))
+        # the verifier, where one is trained, ranks each rollout's episodes (best@k) and is scored (AUC) there
+        scorer = ("verifier",) if "verifier" in order else ()
+        plan.stages.append(Stage(EVALUATE, "evaluate", (*tests, *scorer),
+                                 outputs=(cfg.pipeline.reports_dir / cfg.profile / "leaderboard",)))
     final = plan.final()
     if (explicit is None and final is not None) or REGISTER in (explicit or ()):
         if final is None:

@@ -19,7 +19,8 @@ def test_the_demo_plan_chains_every_stage_in_dependency_order():
     assert plan["sft"].needs == ("teacher",)
     assert plan["sft_test"].needs == ("suite", "sft")  # it plays the SFT model
     assert set(plan["dpo"].needs) == {"teacher", "sft_train", "sft", "verifier"}  # verifier-ranked pairs
-    assert plan["evaluate"].needs == ("base", "sft_test", "dpo_test")
+    assert plan["evaluate"].needs == ("base", "sft_test", "dpo_test", "verifier")
+    assert plan.evaluated() == ["base", "sft_test", "dpo_test"]
     assert plan.baseline() == "base"
     assert plan.final()[0].name == "dpo" and plan.final()[1] == "dpo_test"
     assert plan["register"].needs == ("evaluate", "dpo", "dpo_test")
