@@ -124,3 +124,21 @@ def test_a_deployment_points_every_profile_at_its_tracking_server(monkeypatch):
     assert MlflowTracker(TrackingConfig(mlflow_uri="http://127.0.0.1:5000")).uri == "http://127.0.0.1:5000"
     monkeypatch.setenv(URI_ENV, "http://mlflow:5000")
     assert MlflowTracker(TrackingConfig(mlflow_uri="http://127.0.0.1:5000")).uri == "http://mlflow:5000"
+
+
+def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
+    import yaml
+
+    from components.config import CONFIG_DIR
+    from components.pipeline.dvc import render
+
+    plan = build_plan(load_config("demo"))
+    text = render(plan, CONFIG_DIR / "demo.yaml", ROOT)
+    assert (ROOT / "dvc.yaml").read_text() == text, "dvc.yaml is stale: run `medgym pipeline dvc --profile demo`"
+    stages = yaml.safe_load(text)["stages"]
+    assert list(stages) == [n for n in plan.names if n != "register"]  # registration writes no data
+    assert stages["dpo"]["cmd"] == ".venv/bin/medgym pipeline run --profile demo --only dpo"
+    assert {"data/rollouts/demo/sft_train", "models/demo/sft/merged", "models/demo/verifier/merged"} <= \
+        set(stages["dpo"]["deps"])
+    assert stages["dpo"]["params"] == [{"configs/demo.yaml": ["training.dpo", "training.base_model"]}]
+    assert stages["sft_test"]["outs"] == [{"data/rollouts/demo/sft_test": {"persist": True}}]
