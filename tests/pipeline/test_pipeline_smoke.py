@@ -45,6 +45,7 @@ def medgym(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # every stage three times over, the first for real: minutes
 def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_changed(tmp_path):
     path, raw = smoke_profile(tmp_path)
     first = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
