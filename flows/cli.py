@@ -62,8 +62,11 @@ def pipeline_run(
         return
     from flows.runtime import prefect_api
 
+    from flows.pipeline import format_summary
+
     with prefect_api():
         result = pipeline_flow(profile=profile, only=only, force=force)
+    console.print(format_summary(result), markup=False, highlight=False)
     print(json.dumps(result, indent=2, default=str))
 
 

@@ -89,9 +89,7 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
                                    if isinstance(v, (int, float)) and not isinstance(v, bool)}})
         total = round(time.time() - started, 1)
         parent.log_metrics({"pipeline.wall_s": total})
-        summary = {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}
-        print(format_summary(summary))
-    return summary
+    return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}
 
 
 # ---------------------------------------------------------------------- one runner per kind of stage

@@ -28,7 +28,7 @@ def profile(tmp_path: Path, name: str, rollouts: dict | None = None) -> Path:
            "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlruns.db'}",
                         "artifact_location": str(tmp_path / "artifacts"), "experiment": "e2e"}}
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))  # rollouts play in the order they are declared
     return path
 
 

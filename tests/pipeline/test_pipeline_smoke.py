@@ -39,6 +39,13 @@ def smoke_profile(tmp_path: Path) -> tuple[Path, dict]:
     return path, raw
 
 
+def result_of(proc: subprocess.CompletedProcess) -> dict:
+    """The command's JSON result: the last document on stdout (libraries such as DeepSpeed log there too)."""
+    out = proc.stdout
+    start = out.rindex("\n{\n") + 1 if "\n{\n" in out else out.index("{")
+    return json.loads(out[start:])
+
+
 def medgym(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     return subprocess.run([*MEDGYM, *args], capture_output=True, text=True, timeout=1800, env=env, cwd=ROOT)
@@ -50,7 +57,7 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     path, raw = smoke_profile(tmp_path)
     first = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
     assert first.returncode == 0, first.stderr[-4000:]
-    result = json.loads(first.stdout)
+    result = result_of(first)
     stages = result["stages"]
     assert list(stages) == ["suite", "teacher", "base", "sft", "sft_train", "verifier", "dpo", "dpo_test",
                             "round1_train", "round1-sft", "round1-dpo", "round1_test", "evaluate", "register"]
@@ -84,13 +91,13 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
 
     again = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
     assert again.returncode == 0, again.stderr[-4000:]
-    assert {s["status"] for s in json.loads(again.stdout)["stages"].values()} == {"cached"}
+    assert {s["status"] for s in result_of(again)["stages"].values()} == {"cached"}
 
     raw["pipeline"]["self_improve"]["dpo"]["beta"] = 0.2  # the last round's DPO and what reads it
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     changed = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
     assert changed.returncode == 0, changed.stderr[-4000:]
-    status = {n: s["status"] for n, s in json.loads(changed.stdout)["stages"].items()}
+    status = {n: s["status"] for n, s in result_of(changed)["stages"].items()}
     assert {n for n, s in status.items() if s != "cached"} == {"round1-dpo", "round1_test", "evaluate", "register"}
     assert "inputs changed: cleared" in changed.stderr + changed.stdout
 
@@ -98,7 +105,7 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
 def test_the_paper_dry_run_prints_the_plan_without_a_gpu_or_a_server(tmp_path):
     proc = medgym(tmp_path, "pipeline", "run", "--profile", "paper", "--dry-run")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    plan = json.loads(proc.stdout[proc.stdout.index("{"):])
+    plan = result_of(proc)
     rows = {r["stage"]: r for r in plan["stages"]}
     assert plan["dry_run"] and "Prefect server" not in proc.stderr
     assert rows["suite"]["what"] == "import data/medagentgym-release"
