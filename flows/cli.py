@@ -60,9 +60,8 @@ def pipeline_run(
     if dry_run:  # no Prefect server for a plan
         _print_plan(pipeline_flow.fn(profile=profile, only=only, dry_run=True))
         return
-    from flows.runtime import prefect_api
-
     from flows.pipeline import format_summary
+    from flows.runtime import prefect_api
 
     with prefect_api():
         result = pipeline_flow(profile=profile, only=only, force=force)
