@@ -62,7 +62,8 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     assert list(stages) == ["suite", "teacher", "base", "sft", "sft_train", "verifier", "dpo", "dpo_test",
                             "round1_train", "round1-sft", "round1-dpo", "round1_test", "evaluate", "register"]
     assert all(s["status"] == "ran" for s in stages.values())
-    assert stages["teacher"]["success"] == 1.0 and stages["sft"]["global_step"] == 2
+    assert 0.5 < stages["teacher"]["success"] < 1.0  # half its mistakes go unrepaired
+    assert stages["sft"]["global_step"] == 2
     assert stages["register"]["alias"] in ("champion", "challenger") and stages["register"]["version"] == "1"
     for name in ("sft", "verifier", "dpo", "round1-sft", "round1-dpo"):
         assert (tmp_path / "models" / "smoke" / name / "merged" / "config.json").is_file(), name
