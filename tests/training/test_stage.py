@@ -51,7 +51,7 @@ def test_sft_stage_builds_its_dataset_trains_merges_and_tracks_one_mlflow_run(tm
     assert out.result.global_step == STEPS and out.model_dir == stage.merged_dir(cfg, "sft")
     assert (out.model_dir / "model.safetensors").is_file() and not (out.model_dir / ADAPTER_FILE).exists()
     marker = json.loads((out.model_dir / "medgym_stage.json").read_text())
-    assert marker == {"method": "sft", "kind": "causal", "run_id": out.run_id, "dataset": manifest.content_hash,
+    assert marker == {"method": "sft", "stage": "sft", "kind": "causal", "run_id": out.run_id, "dataset": manifest.content_hash,
                       "init": str(tiny_model)}
 
     client = MlflowClient(tracking_uri=cfg.tracking.mlflow_uri)
