@@ -96,11 +96,17 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
         scorer = _verifier(cfg, verifier, verifier_kind)  # loaded once, scores every rollout
         scores = {n: scorer.score(_finished(eps)) for n, eps in episodes.items()}
     board = leaderboard(episodes, baseline=baseline, scores=scores)
+    # how well the verifier separates each rollout's correct episodes from its incorrect ones (AUC, a bootstrap
+    # interval over tasks), beside what ranking by it buys (best@k on the board)
+    judged = {n: verifier_report(eps, scores[n]) for n, eps in episodes.items()} if scores else {}
 
     report_dir = Path(out) if out else PROJECT_ROOT / cfg.pipeline.reports_dir / cfg.profile / name
     md_path, json_path = report_dir / "leaderboard.md", report_dir / "leaderboard.json"
     with atomic_write(md_path) as fh:
-        fh.write(board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})"))
+        fh.write(board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})") + _verifier_markdown(verifier, judged))
+    if judged:
+        with atomic_write(report_dir / "verifier.json") as fh:
+            json.dump({"model": verifier, "rollouts": judged}, fh, indent=1, default=str)
     with atomic_write(json_path) as fh:
         fh.write(board.to_json())
     plots = write_plots(board, report_dir)
@@ -110,7 +116,8 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
         run.set_tags({"medgym.stage": "evaluate", "medgym.profile": cfg.profile, "medgym.rollouts": ",".join(names),
                       "medgym.baseline": baseline or "", "medgym.verifier": verifier or ""})
         run.log_metrics({_metric_key(k): v for k, v in board.metrics().items()})
-        for path in (md_path, json_path):
+        run.log_metrics({_metric_key(k): v for k, v in _verifier_metrics(judged).items()})
+        for path in (md_path, json_path, *([report_dir / "verifier.json"] if judged else [])):
             run.log_artifact(path)
         for path in plots:
             run.log_artifact(path, artifact_path="plots")
@@ -127,6 +134,32 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
                         for d, e in r.domains.items()},
             "versus_baseline": {"difference": vs.difference.value, "interval": [vs.difference.low, vs.difference.high],
                                 "tasks": vs.tasks} if vs is not None else None,
+            "verifier": ({"auc": judged[r.rollout]["auc"], "accuracy": judged[r.rollout]["accuracy"],
+                          "episodes": judged[r.rollout]["episodes"]} if r.rollout in judged else None),
         }
     return {"report_dir": str(report_dir), "markdown": str(md_path), "json": str(json_path), "run_id": run_id,
             "baseline": baseline, "rows": rows, "plots": [str(p) for p in plots]}
+
+
+def _verifier_metrics(judged: dict[str, dict[str, Any]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for n, rep in judged.items():
+        out[f"{n}.verifier.accuracy"] = rep["accuracy"]
+        if rep["auc"]:
+            out |= {f"{n}.verifier.auc": rep["auc"]["value"], f"{n}.verifier.auc_low": rep["auc"]["low"],
+                    f"{n}.verifier.auc_high": rep["auc"]["high"]}
+    return out
+
+
+def _verifier_markdown(model: str | None, judged: dict[str, dict[str, Any]]) -> str:
+    if not judged:
+        return ""
+    lines = ["", f"## Verifier ({model})", "",
+             "How well its score separates each rollout's correct finished episodes from its incorrect ones: ROC AUC "
+             "with a 95% bootstrap interval over tasks, and accuracy at 0.5.", "",
+             "| rollout | episodes | correct | accuracy | AUC [95%] |", "| --- | ---: | ---: | ---: | --- |"]
+    for n, rep in judged.items():
+        auc = rep["auc"]
+        cell = f"{auc['value']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]" if auc else "undefined (one class)"
+        lines.append(f"| {n} | {rep['episodes']} | {rep['correct']} | {rep['accuracy']:.3f} | {cell} |")
+    return "\n".join(lines) + "\n"

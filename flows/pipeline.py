@@ -9,14 +9,17 @@ from its outputs (rollouts skip finished episodes, training resumes from its las
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
 
+from components.common.io import atomic_write
 from components.config import PipelineConfig, load_config
 from components.pipeline.describe import describe
+from components.pipeline.dvc import metrics_path
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, stage_key
@@ -137,14 +140,21 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) ->
     verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
     board = leaderboard_flow(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
                              verifier=str(verifier) if verifier else None, name="leaderboard")
-    out: dict[str, Any] = {"report_dir": board["report_dir"]}
+    out: dict[str, Any] = {}
     for name, row in board["rows"].items():
         out[f"{name}.success"] = row["success"]
         vs = row.get("versus_baseline")
         if vs:
             out[f"{name}.difference"] = vs["difference"]
             out[f"{name}.difference_low"], out[f"{name}.difference_high"] = vs["interval"]
-    return out
+        auc = (row.get("verifier") or {}).get("auc")
+        if auc:
+            out |= {f"{name}.verifier_auc": auc["value"], f"{name}.verifier_auc_low": auc["low"],
+                    f"{name}.verifier_auc_high": auc["high"]}
+    # the headline figures as DVC metrics (`dvc metrics show`, `dvc exp show`)
+    with atomic_write(PROJECT_ROOT / metrics_path(cfg)) as fh:
+        json.dump(out, fh, indent=1, sort_keys=True)
+    return {"report_dir": board["report_dir"], **out}
 
 
 def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:

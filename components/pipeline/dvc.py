@@ -37,6 +37,14 @@ def outs(plan: Plan, stage: Stage) -> list[Path]:
     return []  # register writes to the model registry, not to files
 
 
+def metrics_path(cfg: Any) -> Path:
+    """The evaluate stage's headline figures (flat JSON): DVC metrics beside the leaderboard's folder."""
+    return cfg.pipeline.reports_dir / cfg.profile / "metrics.json"
+
+
+PLOTS = ("success.png", "success_by_domain.png", "taxonomy.png")  # the leaderboard's figures
+
+
 def _params(plan: Plan, stage: Stage, raw: dict[str, Any]) -> list[str]:
     def present(key: str) -> bool:
         node: Any = raw
@@ -76,8 +84,14 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path) -> dict[str, Any]:
         if params:
             body["params"] = [{rel: params}]
         body["outs"] = [{str(p): {"persist": True}} for p in produced[stage.name]]
+        if stage.kind == "evaluate":
+            body["metrics"] = [{str(metrics_path(plan.cfg)): {"cache": False}}]
         stages[stage.name] = body
-    return {"stages": stages}
+    doc: dict[str, Any] = {"stages": stages}
+    board = [outs(plan, s)[0] for s in plan.stages if s.kind == "evaluate"]
+    if board:
+        doc["plots"] = [str(board[0] / name) for name in PLOTS]
+    return doc
 
 
 def render(plan: Plan, config_path: Path, root: Path) -> str:
