@@ -9,6 +9,7 @@ from its outputs (rollouts skip finished episodes, training resumes from its las
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -60,10 +61,18 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
     started = time.time()
     keys: dict[str, str] = {}
     report: dict[str, Any] = {}
-    with MlflowTracker(plan.cfg.tracking, PROJECT_ROOT).run(f"pipeline-{plan.cfg.profile}") as parent:
+    # a killed or failed run is carried on under its parent run, so one run holds every stage of the pipeline
+    params = config_params(plan.cfg) | dvc_versions(PROJECT_ROOT)
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+    resume = None if only else state.interrupted_run(digest)
+    with MlflowTracker(plan.cfg.tracking, PROJECT_ROOT).run(f"pipeline-{plan.cfg.profile}", resume=resume) as parent:
+        if not only:
+            state.mark_run(parent.run_id, "running", digest)
+        if resume:
+            print(f"carrying on under the interrupted pipeline run {resume}")
         parent.set_tags({"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
                          "medgym.stages": ",".join(only or plan.names), **provenance_tags(PROJECT_ROOT)})
-        parent.log_params(config_params(plan.cfg) | dvc_versions(PROJECT_ROOT))
+        parent.log_params(params)
         tracked = plan.cfg.tracking.model_copy(update={"parent_run_id": parent.run_id})
         run_cfg = plan.cfg.model_copy(update={"tracking": tracked})
         for stage in plan.stages:
@@ -92,6 +101,8 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
                                    if isinstance(v, (int, float)) and not isinstance(v, bool)}})
         total = round(time.time() - started, 1)
         parent.log_metrics({"pipeline.wall_s": total})
+        if not only:
+            state.mark_run(parent.run_id, "done", digest)
     return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}
 
 

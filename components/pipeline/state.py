@@ -80,11 +80,31 @@ class StageRecord(BaseModel):
     result: dict[str, Any] = Field(default_factory=dict)
 
 
+class RunRecord(BaseModel):
+    """The pipeline's MLflow parent run; `running` until a run ends well, so a killed one is resumed under it."""
+
+    run_id: str
+    status: Literal["running", "done"]
+    params: str = ""  # a digest of the params the run holds: a changed profile starts a new run
+
+
 class PipelineState:
-    """One JSON record per stage under `.state/pipeline/<profile>/`, written atomically."""
+    """One JSON record per stage under `.state/pipeline/<profile>/`, written atomically, and the parent run's."""
 
     def __init__(self, folder: Path):
         self.folder = folder
+
+    def interrupted_run(self, params: str) -> str | None:
+        """The parent run of a pipeline run with these params that did not finish, to carry on under."""
+        path = self.folder / "_run.json"
+        if not path.is_file():
+            return None
+        record = RunRecord.model_validate_json(path.read_text(encoding="utf-8"))
+        return record.run_id if record.status == "running" and record.params == params else None
+
+    def mark_run(self, run_id: str, status: Literal["running", "done"], params: str) -> None:
+        with atomic_write(self.folder / "_run.json") as fh:
+            fh.write(RunRecord(run_id=run_id, status=status, params=params).model_dump_json())
 
     def _path(self, stage: str) -> Path:
         return self.folder / f"{stage}.json"

@@ -85,12 +85,17 @@ class MlflowTracker:
         return client.create_experiment(self.config.experiment, artifact_location=location)
 
     @contextlib.contextmanager
-    def run(self, name: str) -> Iterator[Run]:
+    def run(self, name: str, resume: str | None = None) -> Iterator[Run]:
+        """A new run named `name`, or, with `resume`, that earlier run reopened (an interrupted pipeline's)."""
         client = self._client()
-        run = client.create_run(self.experiment_id(), run_name=name, tags=parent_tags(self.config))
+        if resume:
+            client.update_run(resume, status="RUNNING")
+            run_id = resume
+        else:
+            run_id = client.create_run(self.experiment_id(), run_name=name, tags=parent_tags(self.config)).info.run_id
         status = "FAILED"
         try:
-            yield _MlflowRun(client, run.info.run_id)
+            yield _MlflowRun(client, run_id)
             status = "FINISHED"
         finally:
-            client.set_terminated(run.info.run_id, status=status)
+            client.set_terminated(run_id, status=status)

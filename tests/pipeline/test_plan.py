@@ -142,3 +142,31 @@ def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
         set(stages["dpo"]["deps"])
     assert stages["dpo"]["params"] == [{"configs/demo.yaml": ["training.dpo", "training.base_model"]}]
     assert stages["sft_test"]["outs"] == [{"data/rollouts/demo/sft_test": {"persist": True}}]
+
+
+def test_an_interrupted_pipeline_run_is_carried_on_under_its_parent_run_and_a_changed_profile_starts_anew(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from components.config import TrackingConfig
+    from components.tracking.tracker import MlflowTracker
+
+    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'm.db'}", artifact_location=str(tmp_path / "a"),
+                              experiment="resume")
+    state = PipelineState(tmp_path / "state")
+    tracker = MlflowTracker(tracking)
+    with pytest.raises(KeyboardInterrupt), tracker.run("pipeline-x") as first:
+        state.mark_run(first.run_id, "running", "p1")
+        first.log_metrics({"sft.wall_s": 3.0})
+        raise KeyboardInterrupt  # killed mid-run
+    client = MlflowClient(tracking_uri=tracking.mlflow_uri)
+    assert client.get_run(first.run_id).info.status == "FAILED"
+    assert state.interrupted_run("p2") is None  # other params: a new run
+    resumed = state.interrupted_run("p1")
+    assert resumed == first.run_id
+    with tracker.run("pipeline-x", resume=resumed) as again:
+        again.log_metrics({"dpo.wall_s": 5.0})
+        state.mark_run(again.run_id, "done", "p1")
+    run = client.get_run(first.run_id)
+    assert run.info.status == "FINISHED" and set(run.data.metrics) == {"sft.wall_s", "dpo.wall_s"}
+    assert state.interrupted_run("p1") is None  # it ended well
+    assert len(client.search_runs([client.get_experiment_by_name("resume").experiment_id])) == 1
