@@ -233,3 +233,37 @@ def test_tracking_and_registry_on_postgres(mlflow_server: dict, tmp_path: Path, 
     assert _query(db, "SELECT value FROM params WHERE run_uuid = %s AND key = 'lr'", train_run_id) == [("0.0001",)]
     assert _query(db, "SELECT alias, version FROM registered_model_aliases WHERE name = %s", name) \
         == [("champion", int(version.version))]
+
+
+def test_a_pipeline_run_tracks_into_the_server_nested(mlflow_server: dict, small_suite: Path, tmp_path: Path) -> None:
+    """The pipeline as a deployment runs it: MEDGYM_MLFLOW_URI points the profile (a sqlite store in its YAML) at
+    the server; the parent run and every stage's run land in PostgreSQL, nested."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    rollouts = {"teacher": {"policy": {"backend": "scripted"}, "plan": {"k": 1}, "split": "train", "limit": 4},
+                "base": {"policy": {"backend": "hf", "options": {"model": "tiny-random-llama"}},
+                         "plan": {"k": 1, "max_new_tokens": 16}, "split": "test", "limit": 2, "env": {"max_turns": 1}}}
+    profile = {"profile": "pg", "data": {"out_dir": str(small_suite.parent)}, "sandbox": {"backend": "process"},
+               "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'unused.db'}", "experiment": "pg-pipeline"},
+               "rollouts": rollouts,
+               "pipeline": {"state_dir": str(tmp_path / "state"), "reports_dir": str(tmp_path / "reports")}}
+    path = tmp_path / "pg.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    env = {**os.environ, "MEDGYM_MLFLOW_URI": mlflow_server["url"], "PREFECT_HOME": str(tmp_path / "prefect")}
+    cmd = [sys.executable, "-c", "from flows.cli import main; main()", "pipeline", "run", "--profile", str(path),
+           "--only", "teacher", "--only", "base", "--only", "evaluate"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (tmp_path / "unused.db").exists()  # nothing went to the profile's own store
+
+    client = MlflowClient(tracking_uri=mlflow_server["url"])
+    runs = client.search_runs([client.get_experiment_by_name("pg-pipeline").experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
+    children = {r.info.run_name: r for r in runs if r.info.run_id != parent.info.run_id}
+    assert set(children) == {"rollout-teacher", "rollout-base", "leaderboard"}
+    assert {r.data.tags["mlflow.parentRunId"] for r in children.values()} == {parent.info.run_id}
+    assert children["rollout-teacher"].data.metrics["episodes"] == 4
+    names = {n for (n,) in _query(mlflow_server["db"], "select name from runs")}
+    assert {"pipeline-pg", "rollout-teacher", "rollout-base", "leaderboard"} <= names

@@ -226,3 +226,35 @@ def test_cli_registers_the_pipeline_deployment(served_env: dict, prefect_server:
     assert [s.schedule.cron for s in dep.schedules] == ["30 2 * * 0"]
     bad = CliRunner().invoke(app, ["serve", "--profile", "no-such-profile", "--api-url", prefect_server])
     assert bad.exit_code != 0
+
+
+@pytest.mark.timeout(1200)
+def test_the_served_pipeline_runs_through_the_server_and_tracks_its_stages(served_env: dict, prefect_server: str,
+                                                                          tmp_path: Path) -> None:
+    """The real pipeline flow as the deployment: a run triggered through the server builds a one-task-per-category
+    suite and plays the teacher, each stage nested under the pipeline's MLflow run."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    from flows.serve import serve_pipeline
+
+    db = tmp_path / "mlruns.db"
+    profile = {"profile": "served", "sandbox": {"backend": "process"},
+               "data": {"out_dir": str(tmp_path / "suite"),
+                        "suites": {"demo": {"train_per_category": 1, "test_per_category": 1},
+                                   "full": {"train_per_category": 2, "test_per_category": 1}}},
+               "tracking": {"mlflow_uri": f"sqlite:///{db}", "artifact_location": str(tmp_path / "artifacts"),
+                            "experiment": "served"},
+               "rollouts": {"teacher": {"policy": {"backend": "scripted"}, "plan": {"k": 1}, "split": "train",
+                                        "limit": 2}},
+               "pipeline": {"state_dir": str(tmp_path / "state"), "reports_dir": str(tmp_path / "reports")}}
+    path = tmp_path / "served.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    result = serve_pipeline(str(path), cron="0 5 * * 3", name="served", run_now=True)
+    assert result["deployment"] == "medgym-pipeline/served" and result["state"] == "COMPLETED", result
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("served").experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
+    children = {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert {"rollout-teacher", "solvability-test"} <= children and parent.info.status == "FINISHED"
+    assert len(runs) == len(children) + 1
