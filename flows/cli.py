@@ -41,6 +41,12 @@ def _mount_training() -> None:
     app.command("eval")(eval_command)
 
 
+def _mount_diag() -> None:
+    from flows.cli_diag import app as diag_app
+
+    app.add_typer(diag_app, name="diag")
+
+
 @pipeline_app.command("run")
 def pipeline_run(
     profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
@@ -269,6 +275,7 @@ def serve(
 def main() -> None:
     _mount_sandbox()
     _mount_training()
+    _mount_diag()
     try:
         app()
     except (RecordError, FileNotFoundError, PolicyRefusal, EmptyDatasetError, DatasetValidationError,
