@@ -1,4 +1,4 @@
-"""`medgym diag build|import|validate`: DiagGym's patient cases, as thin calls into flows/diag and components."""
+"""`medgym diag build|import|validate|fidelity|eval`: DiagGym's patient cases, as thin calls into flows/diag and components."""
 
 from __future__ import annotations
 
@@ -58,6 +58,28 @@ def import_(
     console.print(f"{report.imported} cases written to {out / 'cases.jsonl'}")
 
 
+@app.command("fidelity")
+def fidelity(
+    cases: Annotated[Path, typer.Option(help="cases.jsonl whose test split is held out")],
+    out: Annotated[Path, typer.Option(help="output folder: card.md, card.json")],
+    train: Annotated[Path | None, typer.Option(help="cases.jsonl whose train split fits the statistical model "
+                                                    "(default: the --cases file)")] = None,
+    seed: Annotated[int, typer.Option(help="the statistical model's and the draws' seed")] = 0,
+    min_values: Annotated[int, typer.Option(min=2, help="values an analyte needs on both sides to be scored")] = 10,
+    profile: Annotated[str, typer.Option(help="configs/<profile>.yaml (tracking)")] = "demo",
+) -> None:
+    """The world-model card: the statistical world model (fit on the train split) against the recorded oracle on
+    the test split: lab Wasserstein distance and variance ratio, report diversity, contradiction rate."""
+    from flows.diag import fidelity_flow
+    from flows.runtime import prefect_api
+
+    with prefect_api():
+        result = fidelity_flow(cases=cases, out_dir=out, train=train, seed=seed, min_values=min_values,
+                               profile=profile)
+    print(Path(result["card"]).read_text(encoding="utf-8"))
+    console.print(f"card written to {escape(result['card'])} and card.json beside it")
+
+
 @app.command("validate")
 def validate(cases: Annotated[Path, typer.Option(help="cases.jsonl")]) -> None:
     """Run the Great Expectations suite on a case file."""
@@ -66,3 +88,30 @@ def validate(cases: Annotated[Path, typer.Option(help="cases.jsonl")]) -> None:
     report = validate_cases(cases)
     print(report.model_dump_json(indent=2))
     raise typer.Exit(0 if report.success else 1)
+
+
+@app.command("eval")
+def eval_(
+    cases: Annotated[Path, typer.Option(help="cases.jsonl: the baselines are fit on its train split")],
+    out: Annotated[Path, typer.Option(help="output folder: report.md, report.json, episodes/<agent>.jsonl")],
+    agents: Annotated[str, typer.Option(help="comma-separated baselines (random, greedy); later ones are compared "
+                                             "with the first")] = "random,greedy",
+    split: Annotated[str, typer.Option(help="the held-out split evaluated")] = "test",
+    world: Annotated[str, typer.Option(help="statistical, or recorded (the cases' own results)")] = "statistical",
+    limit: Annotated[int | None, typer.Option(min=1, help="evaluate the first N held-out cases")] = None,
+    samples: Annotated[int, typer.Option(min=1, help="episodes per case")] = 1,
+    single_turn: Annotated[int, typer.Option(min=0, help="cases for single-turn evaluation (0: none)")] = 50,
+    seed: Annotated[int, typer.Option(help="seeds the world model's draws, the agents and the bootstrap")] = 0,
+    profile: Annotated[str, typer.Option(help="configs/<profile>.yaml (tracking)")] = "demo",
+) -> None:
+    """Diagnostic agents end to end (accuracy, turns, exam precision/recall/F1 with 95% intervals, paired
+    differences) and single turn (next-exam hit ratio, diagnosis accuracy) on held-out cases."""
+    from flows.diag import eval_flow
+    from flows.runtime import prefect_api
+
+    names = [a.strip() for a in agents.split(",") if a.strip()]
+    with prefect_api():
+        result = eval_flow(cases=cases, out_dir=out, agents=names, split=split, world=world, limit=limit,
+                           samples=samples, single_turn_cases=single_turn, seed=seed, profile=profile)
+    print(Path(result["report"]).read_text(encoding="utf-8"))
+    console.print(f"report written to {escape(result['report'])}")

@@ -8,7 +8,11 @@ cohort      the synthetic cohort generator;  profile: the patient profile as tex
 importer    DiagGym-format records into cases
 validation  the Great Expectations suite for case files
 world       the WorldModel protocol; the statistical and the recorded (oracle) world models
+lm_world    the LM world model: DiagGym-serialized SFT rows, TRL training and merge, simulation through a policy
+fidelity    a world model against held-out records (lab distances, report diversity, contradictions); the card
 actions     order-exams and diagnosis actions parsed from model text
 grading     diagnosis matching and the reward;  metrics: exam precision/recall/F1, accuracy, turns
 env         the diagnostic environment, recording the platform's Episode
+evaluate    diagnostic agents end to end and single turn, with intervals and paired differences; the report
+baselines   random-exam and greedy most-informative-exam agents
 """

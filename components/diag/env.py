@@ -37,7 +37,7 @@ from components.diag.catalogue import Catalogue, default_catalogue
 from components.diag.grading import RewardConfig, grade_diagnosis, reward
 from components.diag.metrics import exam_scores
 from components.diag.record import Case
-from components.diag.world import PriorExam, WorldModel
+from components.diag.world import PriorExam, WorldModel, exam_block
 from components.envs.actions import ParseError, SubmitAnswer
 from components.envs.episode import Check, Episode, Turn, classify_outcome, episode_id
 from components.envs.feedback import ErrorInfo
@@ -202,7 +202,7 @@ class DiagEnv:
             ordered.append(exam.name)
             if exam.name not in self._ordered:
                 self._ordered.append(exam.name)
-            blocks.append(f"Exam name:\n{exam.name}\nExam results:\n{result}")
+            blocks.append(exam_block(exam.name, result))
         if skipped:
             blocks.append(f"Not ordered (at most {cfg.max_exams_per_turn} exams per turn): {', '.join(skipped)}.")
         turn.metadata.update(action=action.model_dump(), ordered=ordered, unknown=unknown)

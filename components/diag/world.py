@@ -14,7 +14,8 @@ The environment calls it once per ordered exam. Implementations:
 - `RecordedWorldModel`: the case's own recorded result where there is one (the oracle); a component ordered alone
   is cut from its recorded panel, a panel is assembled from recorded components; otherwise a fallback model or a
   fixed "not recorded" text.
-- The LM world model (a causal LM prompted as DiagGym serializes profile and exams) implements the same protocol.
+- `LMWorldModel` (components.diag.lm_world): a causal LM prompted as DiagGym serializes profile and exams
+  (`exam_block`, shared with the environment's observations), served by a token policy.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ class WorldModel(Protocol):
     def simulate(self, case: Case, exam: str, history: Sequence[PriorExam], *, seed: int = 0) -> str: ...
 
 
+def exam_block(exam: str, result: str) -> str:
+    """One exam and its result as DiagGym writes them: the environment's observation and the LM world model's
+    prompt (which ends with the named exam's block, result empty) render it through this one function."""
+    return f"Exam name:\n{exam}\nExam results:\n{result}"
+
+
 def _draw_seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little")
 
@@ -85,7 +92,11 @@ class FittedWorld(BaseModel):
 
 
 def to_scale(analyte: Analyte, value: float) -> float:
-    return math.log(max(value, 1e-6)) if analyte.log else value
+    """The analyte's scale. A skewed lab reported as 0 (urine WBC 0 /hpf) was below half its last digit: read as
+    ln(1e-6) it would sit many sds from anything and inflate every spread fitted on it."""
+    if not analyte.log:
+        return value
+    return math.log(max(value, 0.5 * 10.0 ** -analyte.decimals))
 
 
 def from_scale(analyte: Analyte, x: float) -> float:

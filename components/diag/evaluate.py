@@ -1,0 +1,368 @@
+"""Evaluating diagnostic agents, as DiagGym does: end to end in the environment, and one turn at a time on
+recorded cases.
+
+An agent (`DiagAgent`) is one method, `act(view) -> reply text`: the view holds the observations the environment
+has shown in this episode (the first is the presentation) and the agent's own earlier replies, nothing else; the
+reply is parsed by the environment exactly as a model's text is. The baselines (components.diag.baselines)
+implement it directly; `PolicyAgent` adapts a platform `Policy` (components.policies.protocol).
+
+End to end (`run_agent`, `summarize_agent`): each held-out case is played `samples` times (sample i sees the
+environment's draws for sample i, and the agent's seed is the episode key), and the Episodes give average turns,
+exam precision, recall, F1 (`f1_mean` and `f1_of_means`, components.diag.metrics) and diagnosis accuracy, each with
+a 95% percentile bootstrap interval over cases (a case's samples stay together). `compare` gives a minus b on the
+cases and samples both played: `paired_difference` for the per-case metrics in [0, 1], a case bootstrap of the
+difference for average turns and `f1_of_means` (which is not a mean over cases).
+
+Single turn (`single_turn`): a case's recorded exam events (those in the catalogue, in time order, one order per
+turn) are replayed through a DiagEnv on the case's own results (RecordedWorldModel), which gives the observations
+an environment would have produced and the order texts as replies. At each step t the agent sees the prefix up to
+event t and its order is a hit when it includes event t's exam (under credit names, as exam F1 counts them; only
+the exams one turn may hold). Given the whole prefix it should diagnose: right or wrong as the grader says. The
+replay env allows one turn more than the case has events, so the last observation asks for the final diagnosis.
+Next-exam hits are pooled over steps, with a bootstrap interval over cases; diagnosis accuracy has a Wilson
+interval (one trial per case).
+
+No "key exams, then the truth" upper reference is reported: it scores 1 on accuracy, precision and recall by
+construction, and it would have to read the truth that the environment keeps grader-only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from components.common.io import atomic_write
+from components.diag.actions import Diagnose, OrderExams, parse_diag_action
+from components.diag.catalogue import Catalogue, default_catalogue
+from components.diag.env import DIAG_SYSTEM_PROMPT, DiagEnv, DiagEnvConfig
+from components.diag.grading import grade_diagnosis
+from components.diag.metrics import CaseOutcome, DiagSummary, outcome_of, summarize
+from components.diag.record import Case
+from components.diag.world import RecordedWorldModel, WorldModel
+from components.envs.episode import Episode, Sampling, save_episodes
+from components.evaluation.metrics import Estimate, bootstrap_interval, paired_difference, wilson_interval
+from components.policies.protocol import GenerationRequest, Policy
+from components.policies.tokens import ChatTokens
+
+METRICS = ("accuracy", "avg_turns", "precision", "recall", "f1_mean", "f1_of_means")
+PER_CASE = {"accuracy": lambda o: float(o.correct), "precision": lambda o: o.exams.precision,
+            "recall": lambda o: o.exams.recall, "f1_mean": lambda o: o.exams.f1}
+
+
+@dataclass(frozen=True)
+class DiagView:
+    """What an agent is shown: never the case, its diagnosis or its key exams."""
+
+    key: str  # the episode id ("<case id>#<sample>"): seeds an agent's draws
+    observations: tuple[str, ...]  # the presentation, then what each reply got back
+    replies: tuple[str, ...]  # the agent's own replies, one fewer than observations
+
+
+@runtime_checkable
+class DiagAgent(Protocol):
+    name: str
+
+    def act(self, view: DiagView) -> str: ...
+
+
+@dataclass
+class PolicyAgent:
+    """A platform Policy as a DiagAgent: the view as chat messages (system prompt, observations as user turns,
+    replies as assistant turns), one generation. Token backends need `chat` (components.policies.tokens.ChatTokens);
+    their context is rebuilt from text each turn, which is what evaluation needs (training rollouts keep exact ids
+    through the rollout scheduler instead)."""
+
+    policy: Policy
+    sampling: Sampling = field(default_factory=Sampling)
+    chat: ChatTokens | None = None
+    system_prompt: str = DIAG_SYSTEM_PROMPT
+    name: str = ""
+    _memory: dict[str, dict] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.policy.model_id
+        if self.policy.uses_tokens and self.chat is None:
+            raise ValueError(f"the {self.policy.backend} backend takes token ids: pass chat=ChatTokens(tokenizer)")
+
+    def messages(self, view: DiagView) -> list[dict[str, str]]:
+        out = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": view.observations[0]}]
+        for reply, obs in zip(view.replies, view.observations[1:], strict=True):
+            out += [{"role": "assistant", "content": reply}, {"role": "user", "content": obs}]
+        return out
+
+    def act(self, view: DiagView) -> str:
+        messages = self.messages(view)
+        ids = self.chat.start(messages) if self.chat is not None else None
+        request = GenerationRequest(key=view.key, messages=messages, sampling=self.sampling, prompt_token_ids=ids,
+                                    memory=self._memory.setdefault(view.key, {}))
+        return self.policy.generate([request])[0].text
+
+    def release(self, key: str) -> None:
+        self._memory.pop(key, None)
+        release = getattr(self.policy, "release", None)
+        if release is not None:
+            release(key)
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+
+
+def play(env: DiagEnv, agent: DiagAgent, case: Case, sample_index: int = 0) -> Episode:
+    """One episode: the agent sees only the observations and its replies until the environment ends it."""
+    obs = [env.reset(case, sample_index).text]
+    replies: list[str] = []
+    key = env.episode.episode_id
+    try:
+        while not env.episode.done:
+            reply = agent.act(DiagView(key=key, observations=tuple(obs), replies=tuple(replies)))
+            replies.append(reply)
+            obs.append(env.step(reply).observation.text)
+    finally:
+        release = getattr(agent, "release", None)
+        if release is not None:
+            release(key)
+    return env.episode
+
+
+def run_agent(agent: DiagAgent, cases: Sequence[Case], world: WorldModel, config: DiagEnvConfig | None = None,
+              samples: int = 1, catalogue: Catalogue | None = None) -> list[Episode]:
+    env = DiagEnv(world, config, catalogue)
+    return [play(env, agent, case, s) for case in cases for s in range(samples)]
+
+
+class Interval(BaseModel):
+    value: float
+    low: float
+    high: float
+    n: int  # cases behind it
+
+    @classmethod
+    def of(cls, est: Estimate) -> Interval:
+        return cls(value=est.value, low=est.low, high=est.high, n=est.n)
+
+    def show(self, digits: int = 3) -> str:
+        return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+class AgentSummary(BaseModel):
+    agent: str
+    cases: int
+    episodes: int
+    outcomes: dict[str, int]  # correct, wrong_answer, no_answer, stuck_loop, context_limit
+    metrics: dict[str, Interval]  # METRICS, each with its bootstrap interval over cases
+
+
+def _by_case(episodes: Iterable[Episode]) -> dict[str, dict[int, CaseOutcome]]:
+    """case id -> sample index -> outcome."""
+    out: dict[str, dict[int, CaseOutcome]] = {}
+    for e in episodes:
+        if e.sample_index in out.setdefault(e.task_id, {}):
+            raise ValueError(f"episode {e.episode_id} appears twice")
+        out[e.task_id][e.sample_index] = outcome_of(e)
+    return out
+
+
+def _summary(groups: Iterable[Mapping[int, CaseOutcome]]) -> DiagSummary:
+    return summarize([o for g in groups for o in g.values()])
+
+
+def summarize_agent(name: str, episodes: Sequence[Episode], n_boot: int = 2000, seed: int = 0) -> AgentSummary:
+    groups = list(_by_case(episodes).values())
+    if not groups:
+        raise ValueError(f"agent {name}: no episodes to summarize")
+    metrics = {m: Interval.of(bootstrap_interval(lambda g, m=m: getattr(_summary(g), m), groups, n_boot, seed))
+               for m in METRICS}
+    outcomes: dict[str, int] = {}
+    for e in episodes:
+        outcomes[str(e.outcome)] = outcomes.get(str(e.outcome), 0) + 1
+    return AgentSummary(agent=name, cases=len(groups), episodes=len(episodes), outcomes=outcomes, metrics=metrics)
+
+
+class PairedComparison(BaseModel):
+    a: str
+    b: str
+    cases: int  # cases both played, with the same samples
+    differences: dict[str, Interval]  # a - b, per metric
+
+
+def compare(a_name: str, a: Sequence[Episode], b_name: str, b: Sequence[Episode], n_boot: int = 2000,
+            seed: int = 0) -> PairedComparison:
+    """a minus b on the cases both played with the same samples (so with the same environment draws)."""
+    ga, gb = _by_case(a), _by_case(b)
+    shared = sorted(c for c in set(ga) & set(gb) if set(ga[c]) == set(gb[c]))
+    if not shared:
+        raise ValueError(f"compare {a_name} and {b_name}: no case played by both with the same samples")
+    diffs: dict[str, Interval] = {}
+    for m, per in PER_CASE.items():
+        ma = {c: float(np.mean([per(o) for o in ga[c].values()])) for c in shared}
+        mb = {c: float(np.mean([per(o) for o in gb[c].values()])) for c in shared}
+        diffs[m] = Interval.of(paired_difference(ma, mb, n_boot, seed))
+    pairs = [(ga[c], gb[c]) for c in shared]
+    for m in ("avg_turns", "f1_of_means"):
+        def stat(ps, m=m) -> float:
+            return getattr(_summary(p[0] for p in ps), m) - getattr(_summary(p[1] for p in ps), m)
+        diffs[m] = Interval.of(bootstrap_interval(stat, pairs, n_boot, seed))
+    return PairedComparison(a=a_name, b=b_name, cases=len(shared), differences={m: diffs[m] for m in METRICS})
+
+
+# ------------------------------------------------------------------------------------------------ single turn
+
+
+@dataclass(frozen=True)
+class OraclePrefix:
+    """A case's recorded exams replayed through the environment: what each step of single-turn evaluation shows."""
+
+    key: str
+    observations: tuple[str, ...]  # the presentation, then the result of each recorded exam
+    replies: tuple[str, ...]  # the order of each recorded exam, as a model would write it
+    exams: tuple[str, ...]  # the recorded exams (catalogue names), in time order
+
+
+def oracle_prefix(case: Case, catalogue: Catalogue | None = None, config: DiagEnvConfig | None = None
+                  ) -> OraclePrefix:
+    cat = catalogue or default_catalogue()
+    exams = tuple(e.exam for e in case.events if e.exam is not None and e.exam in cat.exams)
+    cfg = (config or DiagEnvConfig()).model_copy(update={"max_turns": len(exams) + 1})
+    env = DiagEnv(RecordedWorldModel(cat), cfg, cat)
+    obs, replies = [env.reset(case).text], []
+    for exam in exams:
+        replies.append(OrderExams(exams=[exam]).model_dump_json())
+        obs.append(env.step(replies[-1]).observation.text)
+    return OraclePrefix(key=env.episode.episode_id, observations=tuple(obs), replies=tuple(replies), exams=exams)
+
+
+class SingleTurnSummary(BaseModel):
+    agent: str
+    cases: int
+    steps: int  # next-exam predictions made
+    next_exam_hit: Interval | None  # None: no case has a recorded exam
+    diagnosis_accuracy: Interval
+
+
+def single_turn(agent: DiagAgent, cases: Sequence[Case], catalogue: Catalogue | None = None,
+                config: DiagEnvConfig | None = None, n_boot: int = 2000, seed: int = 0) -> SingleTurnSummary:
+    cat = catalogue or default_catalogue()
+    cfg = config or DiagEnvConfig()
+    hits: list[list[bool]] = []
+    correct = 0
+    for case in cases:
+        prefix = oracle_prefix(case, cat, cfg)
+        case_hits = []
+        for t, target in enumerate(prefix.exams):
+            view = DiagView(prefix.key, prefix.observations[:t + 1], prefix.replies[:t])
+            action = parse_diag_action(agent.act(view))
+            names = action.exams[:cfg.max_exams_per_turn] if isinstance(action, OrderExams) else []
+            credits = {ex.credit for ex in map(cat.exam, names) if ex is not None}
+            case_hits.append(cat.exams[target].credit in credits)
+        if case_hits:
+            hits.append(case_hits)
+        action = parse_diag_action(agent.act(DiagView(prefix.key, prefix.observations, prefix.replies)))
+        correct += isinstance(action, Diagnose) and grade_diagnosis(action.diagnosis, case, cat, cfg.reward).correct
+    ratio = (Interval.of(bootstrap_interval(lambda g: sum(map(sum, g)) / sum(map(len, g)), hits, n_boot, seed))
+             if hits else None)
+    return SingleTurnSummary(agent=agent.name, cases=len(cases), steps=sum(map(len, hits)), next_exam_hit=ratio,
+                             diagnosis_accuracy=Interval.of(wilson_interval(correct, len(cases))))
+
+
+# ------------------------------------------------------------------------------------------------ the report
+
+
+class DiagReport(BaseModel):
+    cases_file: str | None = None
+    split: str
+    cases: int
+    world: str  # the environment's world model
+    samples: int  # episodes per case
+    seed: int  # the bootstrap's seed (the environment's is in env_config)
+    env_config: dict = Field(default_factory=dict)
+    agents: list[AgentSummary]
+    comparisons: list[PairedComparison] = Field(default_factory=list)  # each later agent minus the first
+    single_turn: list[SingleTurnSummary] = Field(default_factory=list)
+
+    def metrics(self) -> dict[str, float]:
+        """Flat `agent.metric` values (`a-b.metric` for a comparison), for tracking."""
+        out = {f"{a.agent}.{m}": i.value for a in self.agents for m, i in a.metrics.items()}
+        out |= {f"{c.a}-{c.b}.{m}": i.value for c in self.comparisons for m, i in c.differences.items()}
+        for s in self.single_turn:
+            out[f"{s.agent}.single_turn_accuracy"] = s.diagnosis_accuracy.value
+            if s.next_exam_hit is not None:
+                out[f"{s.agent}.next_exam_hit"] = s.next_exam_hit.value
+        return out
+
+    def to_markdown(self) -> str:
+        lines = [f"# Diagnostic evaluation: {self.cases} {self.split} cases"
+                 + (f" of `{self.cases_file}`" if self.cases_file else ""), "",
+                 f"World model: {self.world}; {self.samples} episode(s) per case; 95% bootstrap intervals over cases "
+                 f"(seed {self.seed}).", "", "## End to end", "",
+                 "| agent | accuracy | avg turns | exam precision | exam recall | F1 (mean) | F1 (of means) |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"]
+        for a in self.agents:
+            shown = [a.metrics[m].show(2 if m == "avg_turns" else 3) for m in METRICS]
+            lines.append(f"| {a.agent} | " + " | ".join(shown) + " |")
+        if self.comparisons:
+            lines += ["", "## Paired differences (same cases and draws)", "",
+                      "| a - b | cases | accuracy | avg turns | exam precision | exam recall | F1 (mean) | F1 (of means) |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+            for c in self.comparisons:
+                shown = [c.differences[m].show(2 if m == "avg_turns" else 3) for m in METRICS]
+                lines.append(f"| {c.a} - {c.b} | {c.cases} | " + " | ".join(shown) + " |")
+        if self.single_turn:
+            lines += ["", "## Single turn (recorded exam prefixes)", "",
+                      "| agent | cases | steps | next-exam hit ratio | diagnosis accuracy (Wilson) |",
+                      "| --- | --- | --- | --- | --- |"]
+            for s in self.single_turn:
+                hit = s.next_exam_hit.show() if s.next_exam_hit is not None else "n/a"
+                lines.append(f"| {s.agent} | {s.cases} | {s.steps} | {hit} | {s.diagnosis_accuracy.show()} |")
+        return "\n".join(lines) + "\n"
+
+    def write(self, out_dir: Path | str) -> tuple[Path, Path]:
+        out = Path(out_dir)
+        with atomic_write(out / "report.json") as fh:
+            fh.write(self.model_dump_json(indent=2))
+        with atomic_write(out / "report.md") as fh:
+            fh.write(self.to_markdown())
+        return out / "report.json", out / "report.md"
+
+
+def evaluate_agents(agents: Sequence[DiagAgent], cases: Sequence[Case], world: WorldModel,
+                    config: DiagEnvConfig | None = None, *, samples: int = 1, single_turn_cases: int | None = None,
+                    n_boot: int = 2000, seed: int = 0, catalogue: Catalogue | None = None,
+                    cases_file: str | None = None, split: str = "test",
+                    progress: Callable[[str], None] | None = None) -> tuple[DiagReport, dict[str, list[Episode]]]:
+    """Every agent end to end on the same cases and draws, each later agent compared with the first, and single
+    turn on the first `single_turn_cases` cases (all when None, none when 0)."""
+    if not agents or len({a.name for a in agents}) != len(agents):
+        raise ValueError("evaluate_agents needs one or more agents with distinct names")
+    cfg = config or DiagEnvConfig()
+    episodes: dict[str, list[Episode]] = {}
+    for agent in agents:
+        if progress:
+            progress(f"{agent.name}: {len(cases)} cases x {samples}")
+        episodes[agent.name] = run_agent(agent, cases, world, cfg, samples, catalogue)
+    summaries = [summarize_agent(a.name, episodes[a.name], n_boot, seed) for a in agents]
+    first = agents[0].name
+    comparisons = [compare(a.name, episodes[a.name], first, episodes[first], n_boot, seed) for a in agents[1:]]
+    st_cases = list(cases if single_turn_cases is None else cases[:single_turn_cases])
+    singles = [single_turn(a, st_cases, catalogue, cfg, n_boot, seed) for a in agents] if st_cases else []
+    report = DiagReport(cases_file=cases_file, split=split, cases=len(cases),
+                        world=getattr(world, "name", type(world).__name__), samples=samples, seed=seed,
+                        env_config=cfg.model_dump(mode="json"), agents=summaries, comparisons=comparisons,
+                        single_turn=singles)
+    return report, episodes
+
+
+def write_evaluation(report: DiagReport, episodes: Mapping[str, list[Episode]], out_dir: Path | str) -> list[Path]:
+    """report.json, report.md and episodes/<agent>.jsonl under `out_dir`, each written atomically."""
+    out = Path(out_dir)
+    paths = list(report.write(out))
+    for name, eps in episodes.items():
+        path = out / "episodes" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"  # a model id may hold a "/"
+        save_episodes(path, eps)
+        paths.append(path)
+    return paths
