@@ -149,11 +149,15 @@ def current_champion(client: Any, config: RegistryConfig) -> Any | None:
     from mlflow.exceptions import MlflowException
 
     try:
-        return client.get_model_version_by_alias(config.name, config.champion_alias)
+        model = client.get_registered_model(config.name)
     except MlflowException as exc:
-        if _not_found(exc):  # no such model yet, or no version holds the alias
+        if _not_found(exc):  # no such model yet
             return None
         raise
+    # read off the model's aliases: asking for an alias no version holds is an INVALID_PARAMETER_VALUE error in
+    # the sqlite store, not a not-found one, and a first registration may well have stayed a challenger
+    version = (model.aliases or {}).get(config.champion_alias)
+    return client.get_model_version(config.name, version) if version is not None else None
 
 
 def read_task_success(version: Any, tracking_uri: str) -> Evaluation | None:

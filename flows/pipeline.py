@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,13 @@ from flows.register import register_flow
 from flows.rollout import raise_if_all_refused, rollout_flow
 from flows.runtime import PROJECT_ROOT
 from flows.training import train_flow
+
+
+def say(message: str) -> None:
+    """A progress line on stderr. Not `print`: under `log_prints` Prefect turns it into an INFO record, which the
+    runtime's WARNING level drops, and stdout carries the JSON result."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
 
 
 def state_for(cfg: PipelineConfig) -> PipelineState:
@@ -69,7 +77,7 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
         if not only:
             state.mark_run(parent.run_id, "running", digest)
         if resume:
-            print(f"carrying on under the interrupted pipeline run {resume}")
+            say(f"carrying on under the interrupted pipeline run {resume}")
         parent.set_tags({"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
                          "medgym.stages": ",".join(only or plan.names), **provenance_tags(PROJECT_ROOT)})
         parent.log_params(params)
@@ -83,13 +91,13 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
             if decision == "cached":
                 record = state.read(stage.name)
                 report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
-                print(f"[{stage.name}] cached (key {key[:12]})")
+                say(f"[{stage.name}] cached (key {key[:12]})")
                 continue
             if decision == "stale":
                 removed = clear_outputs(stage.outputs, PROJECT_ROOT)
                 if removed:
-                    print(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
-            print(f"[{stage.name}] {'resuming' if decision == 'resume' else 'running'}")
+                    say(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
+            say(f"[{stage.name}] {'resuming' if decision == 'resume' else 'running'}")
             state.start(stage.name, key)
             t0 = time.time()
             result = RUNNERS[stage.kind](plan, run_cfg, stage, report)
