@@ -1,0 +1,99 @@
+"""DiagGym speed, each figure against a baseline measured in the same run.
+
+    python bench/diag.py [--patients 300] [--episodes 40] [--requests 16] [--model tiny|SmolLM2-135M-Instruct]
+
+1. Environment steps per second with the statistical world model, against the bare sampling call it makes
+   (`StatisticalWorldModel.simulate` on the same (case, exam) pairs): what the environment adds per step.
+2. The LM world model: the same simulation requests batched (`simulate_many`) against one request at a time,
+   results per second; and environment steps per second with the LM world model against the statistical one.
+GRPO tokens per second (components.rl) is not measured here yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def timed(fn) -> tuple[float, object]:
+    started = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - started, out
+
+
+def row(name: str, rate: float, unit: str, base: float | None) -> None:
+    ratio = f"{rate / base:6.2f}x" if base else "  1.00x"
+    print(f"  {name:<52} {rate:10.1f} {unit:<12} {ratio}")
+
+
+def steps(episodes) -> int:
+    return sum(len(e.turns) for e in episodes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--patients", type=int, default=300)
+    ap.add_argument("--episodes", type=int, default=40, help="held-out cases the random agent plays")
+    ap.add_argument("--requests", type=int, default=16, help="LM world-model simulation requests")
+    ap.add_argument("--new-tokens", type=int, default=48)
+    ap.add_argument("--model", default="tiny", help="'tiny' (a random 2-layer Llama) or an embedded model name")
+    args = ap.parse_args()
+
+    from components.diag.baselines import RandomExamsAgent
+    from components.diag.cohort import CohortConfig, build_cohort
+    from components.diag.evaluate import run_agent
+    from components.diag.lm_world import LMWorldModel, SimulationRequest, case_events
+    from components.diag.world import StatisticalWorldModel
+
+    cases = build_cohort(CohortConfig(patients=args.patients, seed=0))
+    train = [c for c in cases if c.split == "train"]
+    held_out = [c for c in cases if c.split == "test"][: args.episodes]
+    world = StatisticalWorldModel.fit(train, seed=0)
+    agent = RandomExamsAgent.fit(train, seed=0)
+
+    print(f"bench/diag.py: {len(train)} train cases, {len(held_out)} held-out episodes (random exams agent)")
+    print("1. statistical world model")
+    pairs = [(c, p.exam) for c in held_out for p in case_events(c)]
+    t_bare, _ = timed(lambda: [world.simulate(c, exam, (), seed=i) for i, (c, exam) in enumerate(pairs)])
+    bare = len(pairs) / t_bare
+    t_env, eps = timed(lambda: run_agent(agent, held_out, world))
+    env_stat = steps(eps) / t_env
+    row("bare simulate() calls (baseline)", bare, "calls/s", None)
+    row("environment steps, statistical world", env_stat, "steps/s", bare)
+
+    print("2. LM world model")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.model == "tiny":
+            from components.policies.models import build_tiny_model
+
+            model_dir = build_tiny_model(Path(tmp) / "tiny")
+        else:
+            from components.policies.models import resolve_model
+
+            model_dir = resolve_model(args.model)
+        lm = LMWorldModel.from_checkpoint(model_dir, options={"dtype": "float32"},
+                                          max_new_tokens=args.new_tokens)
+        try:
+            requests = [SimulationRequest(case=c, exam=exam, history=(), seed=i)
+                        for i, (c, exam) in enumerate(pairs[: args.requests])]
+            lm.simulate_many(requests[:2])  # warm-up: first-call allocations are not the steady state
+            t_one, _ = timed(lambda: [lm.simulate(r.case, r.exam, r.history, seed=r.seed) for r in requests])
+            t_many, _ = timed(lambda: lm.simulate_many(requests))
+            one = len(requests) / t_one
+            row("one request at a time (baseline)", one, "results/s", None)
+            row(f"batched simulate_many ({len(requests)} requests)", len(requests) / t_many, "results/s", one)
+            few = held_out[: max(2, args.episodes // 8)]
+            t_lm, lm_eps = timed(lambda: run_agent(agent, few, lm))
+            row(f"environment steps, LM world ({len(few)} episodes)", steps(lm_eps) / t_lm, "steps/s", env_stat)
+        finally:
+            lm.close()
+
+
+if __name__ == "__main__":
+    main()
