@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from components.diag.env import DiagEnvConfig
+from components.diag.lm_world import result_loss
 from components.diag.record import Case
 from components.diag.world import WorldModel
 from components.envs.episode import Episode, save_episodes
@@ -66,18 +67,5 @@ def cold_start(cases: Sequence[Case], world: WorldModel, base_model: str, out_di
 
 
 def masked_nll(model: str | Path, rows: Sequence[dict[str, Any]]) -> float:
-    """Mean negative log-likelihood per loss-masked token of `rows` under a checkpoint: what SFT lowers."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    net = AutoModelForCausalLM.from_pretrained(str(resolve_model(str(model))), dtype=torch.float32).eval()
-    total, count = 0.0, 0
-    with torch.inference_mode():
-        for row in rows:
-            ids = torch.tensor([row["input_ids"]])
-            logprobs = torch.log_softmax(net(input_ids=ids).logits[0, :-1].float(), dim=-1)
-            picked = logprobs.gather(1, ids[0, 1:, None])[:, 0]
-            mask = torch.tensor(row["loss_mask"][1:], dtype=torch.bool)
-            total -= float(picked[mask].sum())
-            count += int(mask.sum())
-    return total / max(count, 1)
+    """Mean negative log-likelihood per loss-masked token of `rows` under a checkpoint (or embedded model name)."""
+    return result_loss(resolve_model(str(model)), rows)
