@@ -17,7 +17,6 @@ evidence lives in the tracking store beside the model, not in a rollout folder t
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -28,12 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from components.config import RegistryConfig, TrackingConfig
 from components.envs.episode import Episode
+from components.tracking.tracker import mlflow_key
 
 TASK_SUCCESS_DIR = "evaluation"
 TASK_SUCCESS_FILE = "task_success.json"
 TASK_SUCCESS_TAG = "medgym.eval.task_success"
 TAG_VALUE_MAX = 5000  # the registry's limit on a model version tag's value
-_TAG_KEY_BAD = re.compile(r"[^\w\-. :/]")  # MLflow refuses other characters in a key
 
 
 class Evaluation(BaseModel):
@@ -208,12 +207,8 @@ def _tags(candidate: Evaluation, data_versions: Mapping[str, str], commit: str, 
                  "medgym.decision.low": f"{comparison.low:.6f}", "medgym.decision.high": f"{comparison.high:.6f}",
                  "medgym.decision.margin": f"{comparison.margin:g}",
                  "medgym.decision.shared_tasks": str(len(comparison.tasks))}
-    return {tag_key(k): v[:TAG_VALUE_MAX] for k, v in tags.items()}
+    return {mlflow_key(k): v[:TAG_VALUE_MAX] for k, v in tags.items()}
 
-
-def tag_key(key: str) -> str:
-    """A metric or digest name as an MLflow key: "pass@1" -> "pass_at_1", as the evaluate flow writes metrics."""
-    return _TAG_KEY_BAD.sub("_", key.replace("@", "_at_"))
 
 
 def register(config: RegistryConfig, tracking: TrackingConfig, candidate: Evaluation, *,

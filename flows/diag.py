@@ -7,7 +7,6 @@ Each flow is a thin Prefect wrapper over a plain stage function (`build_cohort_s
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from components.diag.importer import ImportOptions, ImportReport, import_diaggym
 from components.diag.record import load_cases
 from components.diag.validation import CaseValidationReport, validate_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
-from components.tracking.tracker import MlflowTracker, parent_tags
+from components.tracking.tracker import MlflowTracker, mlflow_key, parent_tags
 from flows.runtime import PROJECT_ROOT
 
 
@@ -88,14 +87,10 @@ def import_stage(cfg: PipelineConfig, src: Path, out_dir: Path, options: ImportO
 def track_card(cfg: PipelineConfig, reports: Sequence[FidelityReport], params: dict, artifacts: list[Path]) -> None:
     """One MLflow run for a world-model card: each model's metrics under its name ("statistical.wasserstein_mean"),
     the card's markdown and JSON as artifacts."""
-    metrics = {f"{_metric_name(r.model)}.{k}": v for r in reports for k, v in r.metrics().items()}
+    metrics = {f"{mlflow_key(r.model)}.{k}": v for r in reports for k, v in r.metrics().items()}
     _track(cfg, "diag-fidelity", "diag.fidelity", {**params, "models": ",".join(r.model for r in reports)}, metrics,
            artifacts)
 
-
-def _metric_name(model: str) -> str:
-    # MLflow keys allow letters, digits, _ - . / and spaces; a model name may be a path or "lm:org/model"
-    return re.sub(r"[^\w\-./ ]", "_", model)
 
 
 def fidelity_stage(cfg: PipelineConfig, cases: Path, out_dir: Path, train: Path | None = None, seed: int = 0,
@@ -162,7 +157,7 @@ def eval_stage(cfg: PipelineConfig, cases: Path, out_dir: Path, agents: Sequence
            {"cases": str(cases), "out_dir": str(out_dir), "agents": ",".join(agents), "split": split, "world": world,
             "limit": limit, "samples": samples, "single_turn_cases": single_turn_cases, "seed": seed,
             "train_cases": len(train)},
-           {_metric_name(k): v for k, v in report.metrics().items()}, paths[:2])
+           {mlflow_key(k): v for k, v in report.metrics().items()}, paths[:2])
     return {"cases": len(held), "train_cases": len(train), "report": str(paths[1]), "metrics": report.metrics()}
 
 

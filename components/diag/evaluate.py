@@ -296,29 +296,25 @@ class DiagReport(BaseModel):
         return out
 
     def to_markdown(self) -> str:
+        def show(estimates: Mapping[str, Interval]) -> list[str]:
+            return [estimates[m].show(2 if m == "avg_turns" else 3) for m in METRICS]
+
+        columns = ["accuracy", "avg turns", "exam precision", "exam recall", "F1 (mean)", "F1 (of means)"]
         lines = [f"# Diagnostic evaluation: {self.cases} {self.split} cases"
                  + (f" of `{self.cases_file}`" if self.cases_file else ""), "",
                  f"World model: {self.world}; {self.samples} episode(s) per case; 95% bootstrap intervals over cases "
                  f"(seed {self.seed}).", "", "## End to end", "",
-                 "| agent | accuracy | avg turns | exam precision | exam recall | F1 (mean) | F1 (of means) |",
-                 "| --- | --- | --- | --- | --- | --- | --- |"]
-        for a in self.agents:
-            shown = [a.metrics[m].show(2 if m == "avg_turns" else 3) for m in METRICS]
-            lines.append(f"| {a.agent} | " + " | ".join(shown) + " |")
+                 *_table(["agent", *columns], [[a.agent, *show(a.metrics)] for a in self.agents])]
         if self.comparisons:
             lines += ["", "## Paired differences (same cases and draws)", "",
-                      "| a - b | cases | accuracy | avg turns | exam precision | exam recall | F1 (mean) | F1 (of means) |",
-                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-            for c in self.comparisons:
-                shown = [c.differences[m].show(2 if m == "avg_turns" else 3) for m in METRICS]
-                lines.append(f"| {c.a} - {c.b} | {c.cases} | " + " | ".join(shown) + " |")
+                      *_table(["a - b", "cases", *columns],
+                              [[f"{c.a} - {c.b}", str(c.cases), *show(c.differences)] for c in self.comparisons])]
         if self.single_turn:
             lines += ["", "## Single turn (recorded exam prefixes)", "",
-                      "| agent | cases | steps | next-exam hit ratio | diagnosis accuracy (Wilson) |",
-                      "| --- | --- | --- | --- | --- |"]
-            for s in self.single_turn:
-                hit = s.next_exam_hit.show() if s.next_exam_hit is not None else "n/a"
-                lines.append(f"| {s.agent} | {s.cases} | {s.steps} | {hit} | {s.diagnosis_accuracy.show()} |")
+                      *_table(["agent", "cases", "steps", "next-exam hit ratio", "diagnosis accuracy (Wilson)"],
+                              [[s.agent, str(s.cases), str(s.steps),
+                                s.next_exam_hit.show() if s.next_exam_hit is not None else "n/a",
+                                s.diagnosis_accuracy.show()] for s in self.single_turn])]
         return "\n".join(lines) + "\n"
 
     def write(self, out_dir: Path | str) -> tuple[Path, Path]:
@@ -328,6 +324,11 @@ class DiagReport(BaseModel):
         with atomic_write(out / "report.md") as fh:
             fh.write(self.to_markdown())
         return out / "report.json", out / "report.md"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
+            *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def evaluate_agents(agents: Sequence[DiagAgent], cases: Sequence[Case], world: WorldModel,

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from components.common.io import atomic_write
 from components.diag.catalogue import Catalogue, default_catalogue
 from components.diag.record import Case
-from components.diag.world import PriorExam, _draw_seed, exam_block
+from components.diag.world import PriorExam, draw_seed, exam_block
 from components.envs.episode import Sampling
 from components.policies.protocol import GenerationRequest, Policy
 
@@ -286,7 +286,7 @@ class LMWorldModel:
             fitted = prompt_ids(self.tokenizer, r.case, name, (), 1 << 30, cfg.condition_on_diagnosis)
             assert fitted is not None
         # a draw depends on the case, the exam and the exams before it, never on the batch it travels in
-        seed = _draw_seed(cfg.seed, r.seed, r.case.case_id, name, [p.exam for p in r.history]) % 2**31
+        seed = draw_seed(cfg.seed, r.seed, r.case.case_id, name, [p.exam for p in r.history]) % 2**31
         sampling = Sampling(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
                             seed=seed)
         return GenerationRequest(key=f"lm-world/{index}/{r.case.case_id}/{name}/{len(r.history)}", messages=[],

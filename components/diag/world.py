@@ -63,7 +63,7 @@ def exam_block(exam: str, result: str) -> str:
     return f"Exam name:\n{exam}\nExam results:\n{result}"
 
 
-def _draw_seed(*parts: object) -> int:
+def draw_seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little")
 
 
@@ -199,7 +199,7 @@ class StatisticalWorldModel:
         ex = self.catalogue.exams.get(exam) or self.catalogue.exam(exam)
         if ex is None:
             return NOT_RECORDED.format(exam=exam)
-        rng = np.random.default_rng(_draw_seed(self.seed, seed, case.case_id, ex.name, [p.exam for p in history]))
+        rng = np.random.default_rng(draw_seed(self.seed, seed, case.case_id, ex.name, [p.exam for p in history]))
         if ex.kind in (ExamKind.LAB, ExamKind.PANEL):
             return format_lab(ex, self._sample(case, ex, history, rng), self.catalogue)
         reports, p = self._reports(case.disease_key, ex.name)
@@ -211,7 +211,7 @@ class StatisticalWorldModel:
                       ) -> dict[str, float]:
         """The analyte values `simulate` would report for a lab or panel (for fidelity checks)."""
         ex = self.catalogue.exams[exam]
-        rng = np.random.default_rng(_draw_seed(self.seed, seed, case.case_id, ex.name, [p.exam for p in history]))
+        rng = np.random.default_rng(draw_seed(self.seed, seed, case.case_id, ex.name, [p.exam for p in history]))
         return self._sample(case, ex, history, rng)
 
     def _sample(self, case: Case, exam: Exam, history: Sequence[PriorExam], rng: np.random.Generator

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from components.config import TrackingConfig
+
+_KEY_BAD = re.compile(r"[^\w\-. :/]")  # MLflow refuses other characters in a metric, param or tag key
+
+
+def mlflow_key(key: str) -> str:
+    """A name as an MLflow key: "pass@1" -> "pass_at_1", a path-like model name "lm:org/m" -> "lm_org/m"."""
+    return _KEY_BAD.sub("_", key.replace("@", "_at_"))
 
 
 class Run(Protocol):

@@ -10,6 +10,18 @@ from components.diag.record import Case
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
 
 
+def spans(mask: list[int], value: int) -> list[tuple[int, int]]:
+    """The [start, end) runs of `value` in a 0/1 mask."""
+    out, start = [], None
+    for i, m in enumerate([*mask, 1 - value]):
+        if m == value and start is None:
+            start = i
+        elif m != value and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
 @pytest.fixture(scope="session")
 def rl_train() -> list[Case]:
     return [c for c in build_cohort(CohortConfig(patients=40, seed=3)) if c.split == "train"]

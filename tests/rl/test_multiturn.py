@@ -7,17 +7,7 @@ from components.envs.episode import Outcome
 from components.policies.tokens import episode_token_ids
 from components.rl.multiturn import TurnSampling, hf_sampler, play_batch
 from components.rl.oracle import oracle_episode, oracle_replies
-
-
-def spans(mask: list[int], value: int) -> list[tuple[int, int]]:
-    out, start = [], None
-    for i, m in enumerate([*mask, 1 - value]):
-        if m == value and start is None:
-            start = i
-        elif m != value and start is not None:
-            out.append((start, i))
-            start = None
-    return out
+from tests.rl.conftest import spans
 
 
 def check_masks(sample, chat) -> None:

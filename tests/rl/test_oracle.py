@@ -4,17 +4,7 @@ from components.diag.env import DiagEnv, DiagEnvConfig
 from components.envs.episode import Outcome
 from components.policies.tokens import episode_token_ids
 from components.rl.oracle import oracle_episode, oracle_episodes, oracle_replies
-
-
-def _spans(mask: list[int], value: int) -> list[tuple[int, int]]:
-    out, start = [], None
-    for i, m in enumerate([*mask, 1 - value]):
-        if m == value and start is None:
-            start = i
-        elif m != value and start is not None:
-            out.append((start, i))
-            start = None
-    return out
+from tests.rl.conftest import spans
 
 
 def test_every_oracle_episode_is_correct_in_the_fewest_turns(rl_train, rl_world, chat):
@@ -33,9 +23,9 @@ def test_loss_mask_covers_exactly_the_agent_turns(rl_train, rl_world, chat):
     for ep in oracle_episodes(rl_train[:5], rl_world, chat):
         tk = episode_token_ids(ep, chat)
         assert tk.exact  # the recorded ids, not rebuilt from text
-        agent = _spans(tk.loss_mask, 1)
+        agent = spans(tk.loss_mask, 1)
         assert [tok.decode(tk.input_ids[a:b]) for a, b in agent] == [t.raw_text + tok.eos_token for t in ep.turns]
-        context = _spans(tk.loss_mask, 0)
+        context = spans(tk.loss_mask, 0)
         # before the first reply: system prompt and presentation; between replies: each observation, templated
         assert tok.decode(tk.input_ids[slice(*context[0])]).count(ep.first_observation) == 1
         for (a, b), turn in zip(context[1:], ep.turns, strict=False):
