@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from components.common.io import RecordError
+from components.diag.pipeline_config import DiagSettings
 from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
 from components.rollout.collect import CollectionConfig
@@ -134,6 +135,8 @@ class PipelineConfig(_Strict):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
+    # DiagGym's stages (components/diag/pipeline_config.py): a profile with this section runs them instead
+    diag: DiagSettings | None = None
 
     def collection(self, name: str) -> CollectionConfig:
         if name not in self.rollouts:

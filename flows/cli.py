@@ -80,16 +80,18 @@ def pipeline_dvc(
     profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
     check: Annotated[bool, typer.Option(help="exit 1 if dvc.yaml differs from the plan instead of writing it")] = False,
 ) -> None:
-    """Write dvc.yaml from the profile's plan: one DVC stage per pipeline stage (`--only <stage>`)."""
+    """Write dvc.yaml from the profile's plan: one DVC stage per pipeline stage (`--only <stage>`); a DiagGym
+    profile's goes to pipelines/<profile>/dvc.yaml."""
     from components.common.io import atomic_write
     from components.config import CONFIG_DIR
-    from components.pipeline.dvc import render
+    from components.pipeline.dvc import dvc_file, render
     from flows.pipeline import load_plan
     from flows.runtime import PROJECT_ROOT
 
     path = Path(profile) if Path(profile).suffix else CONFIG_DIR / f"{profile}.yaml"
-    text = render(load_plan(profile), path, PROJECT_ROOT)
-    target = PROJECT_ROOT / "dvc.yaml"
+    plan = load_plan(profile)
+    text = render(plan, path, PROJECT_ROOT)
+    target = PROJECT_ROOT / dvc_file(plan.cfg)
     if check:
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
             raise SystemExit(f"error: {target} is not what `medgym pipeline dvc --profile {profile}` writes; rerun it")

@@ -43,7 +43,7 @@ def validate_or_raise(path: Path) -> CaseValidationReport:
     return report
 
 
-def _track(cfg: PipelineConfig, name: str, stage: str, params: dict, metrics: dict, artifacts: list[Path]) -> None:
+def track_stage(cfg: PipelineConfig, name: str, stage: str, params: dict, metrics: dict, artifacts: list[Path]) -> None:
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
     with tracker.run(name) as run:
         run.set_tags({"stage": stage, "profile": cfg.profile, **parent_tags(cfg.tracking)})
@@ -61,7 +61,7 @@ def build_cohort_stage(cfg: PipelineConfig, out_dir: Path, config: CohortConfig)
     validation = validate_or_raise(out / "cases.jsonl")
     seconds = time.perf_counter() - started
     constant = max((c.best_share for c in validation.constant_diagnosis), default=0.0)
-    _track(cfg, f"diag-cohort-seed{config.seed}", "diag.build", {**config.model_dump(), "out_dir": str(out)},
+    track_stage(cfg, f"diag-cohort-seed{config.seed}", "diag.build", {**config.model_dump(), "out_dir": str(out)},
            {"cases": report.cases, "patients": report.patients, "events": report.events,
             "diseases": len(report.diseases), "best_constant_share": constant, "seconds": seconds,
             **{f"cases_{s}": n for s, n in report.splits.items()}},
@@ -76,7 +76,7 @@ def import_stage(cfg: PipelineConfig, src: Path, out_dir: Path, options: ImportO
     report = import_diaggym(Path(src), out, options)
     if report.imported:
         validate_or_raise(out / "cases.jsonl")
-    _track(cfg, "diag-import", "diag.import", {"src": str(src), "out_dir": str(out), **options.model_dump()},
+    track_stage(cfg, "diag-import", "diag.import", {"src": str(src), "out_dir": str(out), **options.model_dump()},
            {"records": report.records, "imported": report.imported, "malformed": len(report.malformed),
             "diagnoses_matched": report.diagnoses_matched, "events": report.events,
             "events_matched": report.events_matched},
@@ -88,7 +88,7 @@ def track_card(cfg: PipelineConfig, reports: Sequence[FidelityReport], params: d
     """One MLflow run for a world-model card: each model's metrics under its name ("statistical.wasserstein_mean"),
     the card's markdown and JSON as artifacts."""
     metrics = {f"{mlflow_key(r.model)}.{k}": v for r in reports for k, v in r.metrics().items()}
-    _track(cfg, "diag-fidelity", "diag.fidelity", {**params, "models": ",".join(r.model for r in reports)}, metrics,
+    track_stage(cfg, "diag-fidelity", "diag.fidelity", {**params, "models": ",".join(r.model for r in reports)}, metrics,
            artifacts)
 
 
@@ -153,7 +153,7 @@ def eval_stage(cfg: PipelineConfig, cases: Path, out_dir: Path, agents: Sequence
                                        single_turn_cases=single_turn_cases, seed=seed, cases_file=str(cases),
                                        split=split)
     paths = write_evaluation(report, episodes, out_dir)
-    _track(cfg, f"diag-eval-{split}", "diag.eval",
+    track_stage(cfg, f"diag-eval-{split}", "diag.eval",
            {"cases": str(cases), "out_dir": str(out_dir), "agents": ",".join(agents), "split": split, "world": world,
             "limit": limit, "samples": samples, "single_turn_cases": single_turn_cases, "seed": seed,
             "train_cases": len(train)},

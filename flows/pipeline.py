@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from prefect import flow
 from components.common.io import atomic_write
 from components.config import PipelineConfig, load_config
 from components.pipeline.describe import describe
-from components.pipeline.dvc import metrics_path
+from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, stage_key
@@ -30,18 +29,12 @@ from components.training.datasets import read_manifest
 from components.training.stage import dataset_dir, merged_dir
 from flows.checks import solvability_flow
 from flows.data import build_suite_flow, import_flow
+from flows.diag_pipeline import RUNNERS as DIAG_RUNNERS
 from flows.evaluate import leaderboard_flow
 from flows.register import register_flow
 from flows.rollout import raise_if_all_refused, rollout_flow
-from flows.runtime import PROJECT_ROOT
+from flows.runtime import PROJECT_ROOT, say
 from flows.training import train_flow
-
-
-def say(message: str) -> None:
-    """A progress line on stderr. Not `print`: under `log_prints` Prefect turns it into an INFO record, which the
-    runtime's WARNING level drops, and stdout carries the JSON result."""
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
 
 
 def state_for(cfg: PipelineConfig) -> PipelineState:
@@ -70,7 +63,7 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
     keys: dict[str, str] = {}
     report: dict[str, Any] = {}
     # a killed or failed run is carried on under its parent run, so one run holds every stage of the pipeline
-    params = config_params(plan.cfg) | dvc_versions(PROJECT_ROOT)
+    params = config_params(plan.cfg) | dvc_versions(PROJECT_ROOT, dvc_file(plan.cfg).with_name("dvc.lock"))
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
     resume = None if only else state.interrupted_run(digest)
     with MlflowTracker(plan.cfg.tracking, PROJECT_ROOT).run(f"pipeline-{plan.cfg.profile}", resume=resume) as parent:
@@ -100,7 +93,8 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
             say(f"[{stage.name}] {'resuming' if decision == 'resume' else 'running'}")
             state.start(stage.name, key)
             t0 = time.time()
-            result = RUNNERS[stage.kind](plan, run_cfg, stage, report)
+            result = (DIAG_RUNNERS[stage.kind](config=run_cfg) if stage.kind in DIAG_RUNNERS
+                      else RUNNERS[stage.kind](plan, run_cfg, stage, report))
             record = state.finish(stage.name, key, t0, result)
             report[stage.name] = {"status": "ran" if decision != "resume" else "resumed", "wall_s": record.wall_s,
                                   **result}
@@ -199,7 +193,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines = [f"pipeline {summary['profile']}: {summary['wall_s']:.0f} s (run {summary['run_id']})"]
     for name, r in summary["stages"].items():
         figures = ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
-                            if k in ("tasks", "episodes", "success", "train_loss", "global_step", "alias", "version")
-                            or k.endswith(".success"))
+                            if k in ("tasks", "cases", "episodes", "success", "train_loss", "global_step", "alias",
+                                     "version", "world_alias") or k.endswith((".success", ".accuracy")))
         lines.append(f"  {name:<16} {r['status']:<8} {r['wall_s']:>8.1f} s  {figures}")
     return "\n".join(lines)

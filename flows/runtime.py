@@ -62,3 +62,10 @@ def prefect_api() -> Iterator[str]:
             yield server.api_url
     finally:
         server.stop()
+
+
+def say(message: str) -> None:
+    """A progress line on stderr. Not `print`: under `log_prints` Prefect turns it into an INFO record, which the
+    runtime's WARNING level drops, and stdout carries the JSON result."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()

@@ -346,16 +346,27 @@ def evaluate_agents(agents: Sequence[DiagAgent], cases: Sequence[Case], world: W
         if progress:
             progress(f"{agent.name}: {len(cases)} cases x {samples}")
         episodes[agent.name] = run_agent(agent, cases, world, cfg, samples, catalogue)
-    summaries = [summarize_agent(a.name, episodes[a.name], n_boot, seed) for a in agents]
-    first = agents[0].name
-    comparisons = [compare(a.name, episodes[a.name], first, episodes[first], n_boot, seed) for a in agents[1:]]
     st_cases = list(cases if single_turn_cases is None else cases[:single_turn_cases])
     singles = [single_turn(a, st_cases, catalogue, cfg, n_boot, seed) for a in agents] if st_cases else []
-    report = DiagReport(cases_file=cases_file, split=split, cases=len(cases),
-                        world=getattr(world, "name", type(world).__name__), samples=samples, seed=seed,
-                        env_config=cfg.model_dump(mode="json"), agents=summaries, comparisons=comparisons,
-                        single_turn=singles)
+    report = build_report(episodes, len(cases), world, cfg, samples=samples, singles=singles, n_boot=n_boot,
+                          seed=seed, cases_file=cases_file, split=split)
     return report, episodes
+
+
+def build_report(episodes: Mapping[str, Sequence[Episode]], cases: int, world: WorldModel, config: DiagEnvConfig,
+                 *, samples: int, comparisons: Sequence[tuple[str, str]] | None = None,
+                 singles: Sequence[SingleTurnSummary] = (), n_boot: int = 2000, seed: int = 0,
+                 cases_file: str | None = None, split: str = "test") -> DiagReport:
+    """The report of agents already played on the same cases and draws (`episodes`: agent name -> episodes);
+    `comparisons` are (a, b) pairs reported as a - b, by default each later agent against the first."""
+    names = list(episodes)
+    pairs = comparisons if comparisons is not None else [(n, names[0]) for n in names[1:]]
+    return DiagReport(cases_file=cases_file, split=split, cases=cases,
+                      world=getattr(world, "name", type(world).__name__), samples=samples, seed=seed,
+                      env_config=config.model_dump(mode="json"),
+                      agents=[summarize_agent(n, episodes[n], n_boot, seed) for n in names],
+                      comparisons=[compare(a, episodes[a], b, episodes[b], n_boot, seed) for a, b in pairs],
+                      single_turn=list(singles))
 
 
 def write_evaluation(report: DiagReport, episodes: Mapping[str, list[Episode]], out_dir: Path | str) -> list[Path]:

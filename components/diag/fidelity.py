@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from scipy.stats import wasserstein_distance
 
 from components.common.io import atomic_write
@@ -101,6 +101,10 @@ class FidelityReport(BaseModel):
     real_contradictions: Contradictions  # the same rule on the recorded results
     analytes: list[AnalyteFidelity]
     seconds: float
+    # per case whose recorded results hold something the rule checks: simulated results that were checked, read
+    # (a report matched a template) and do not contradict its diagnosis, per recorded one checked, capped at 1
+    # (what a registration pairs two world models on; a model whose results cannot be read scores 0, not 1)
+    case_consistency: dict[str, float] = Field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         """The report's numbers, flat (for tracking); undefined ones are left out."""
@@ -133,10 +137,14 @@ def evaluate_fidelity(model: WorldModel, cases: Iterable[Case], catalogue: Catal
     tallies = (Contradictions(), Contradictions())
     started = time.perf_counter()
     n_cases = n_results = 0
+    consistency: dict[str, float] = {}
     for case in cases:
         n_cases += 1
         disease = cat.disease(case.icd10)
         history: list[PriorExam] = []
+        # "bad": contradicting, or a report no template reads (nothing shows it agrees with the diagnosis)
+        before = [(t.lab_checked + t.text_checked, t.lab_contradicting + t.text_contradicting + t.text_unmatched)
+                  for t in tallies]
         for event in case.events:
             exam = cat.exams.get(event.exam) if event.exam else None
             if exam is not None:
@@ -152,6 +160,11 @@ def evaluate_fidelity(model: WorldModel, cases: Iterable[Case], catalogue: Catal
                         texts[side].append(text)
                         rules.tally_report(disease, exam, text, tallies[side])
             history.append(PriorExam(event.exam or event.label, event.result))
+        (real_checked, _), (sim_checked, sim_bad) = [
+            (t.lab_checked + t.text_checked - c, t.lab_contradicting + t.text_contradicting + t.text_unmatched - b)
+            for t, (c, b) in zip(tallies, before, strict=True)]
+        if real_checked:  # results a model writes unreadably are not checked, so they count against it here
+            consistency[case.case_id] = min(1.0, (sim_checked - sim_bad) / real_checked)
     analytes = [compare_values(cat.analytes[name], real, sim) for name, (real, sim) in sorted(values.items())]
     scored = [a for a in analytes if min(a.n_real, a.n_sim) >= min_values]
     dist = [a.wasserstein for a in scored if a.wasserstein is not None]
@@ -161,7 +174,7 @@ def evaluate_fidelity(model: WorldModel, cases: Iterable[Case], catalogue: Catal
         wasserstein_mean=_mean(dist), wasserstein_median=_median(dist), variance_ratio_mean=_mean(ratio),
         variance_ratio_median=_median(ratio), text_sim=diversity(texts[1]), text_real=diversity(texts[0]),
         contradictions=tallies[1], real_contradictions=tallies[0], analytes=analytes,
-        seconds=round(time.perf_counter() - started, 3))
+        seconds=round(time.perf_counter() - started, 3), case_consistency=consistency)
 
 
 

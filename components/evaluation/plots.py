@@ -25,14 +25,14 @@ FAMILY_COLORS = {"success": "tab:green", "wrong_answer": "tab:red", "format_erro
                  "no_submission": "tab:gray", "context_limit": "tab:olive", "unfinished": "tab:cyan"}
 
 
-def _figure(width: float, height: float) -> tuple[Figure, Any]:
+def figure(width: float, height: float) -> tuple[Figure, Any]:
     """A figure on the Agg canvas (the Agg backend without pyplot: nothing global, nothing to close)."""
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     return fig, fig.subplots()
 
 
-def _save(fig: Figure, path: Path | str) -> Path:
+def save(fig: Figure, path: Path | str) -> Path:
     path = Path(path)
     with atomic_write(path, "wb") as fh:
         fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight")
@@ -49,7 +49,7 @@ def _errors(estimates: list[Interval | None]) -> tuple[list[float], list[list[fl
 def success_plot(board: Leaderboard, path: Path | str) -> Path:
     names = board.names()
     values, err = _errors([r.success for r in board.rows])
-    fig, ax = _figure(max(4.0, 1.0 + 0.9 * len(names)), 3.6)
+    fig, ax = figure(max(4.0, 1.0 + 0.9 * len(names)), 3.6)
     colors = ["tab:gray" if n == board.baseline else "tab:blue" for n in names]
     ax.bar(range(len(names)), values, yerr=err, capsize=4, color=colors)
     for i, r in enumerate(board.rows):
@@ -60,13 +60,13 @@ def success_plot(board: Leaderboard, path: Path | str) -> Path:
     ax.set_ylabel("success (95% CI)")
     ax.set_title("Success by rollout" + (f" (baseline {board.baseline} in gray)" if board.baseline else ""))
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def domain_plot(board: Leaderboard, path: Path | str) -> Path:
     domains, rows = board.domains, board.rows
     width = 0.8 / max(1, len(rows))
-    fig, ax = _figure(max(4.5, 1.2 + 0.5 * len(domains) * len(rows)), 3.8)
+    fig, ax = figure(max(4.5, 1.2 + 0.5 * len(domains) * len(rows)), 3.8)
     for j, r in enumerate(rows):
         values, err = _errors([r.domains.get(d) for d in domains])
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(domains))]
@@ -77,7 +77,7 @@ def domain_plot(board: Leaderboard, path: Path | str) -> Path:
     ax.set_title("Success by domain")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def taxonomy_plot(board: Leaderboard, path: Path | str) -> Path:
@@ -89,7 +89,7 @@ def taxonomy_plot(board: Leaderboard, path: Path | str) -> Path:
             counts[family(c)] = counts.get(family(c), 0) + n
         folded.append(counts)
     classes = class_order(c for counts in folded for c in counts)
-    fig, ax = _figure(max(4.5, 1.5 + 0.9 * len(names)), 3.8)
+    fig, ax = figure(max(4.5, 1.5 + 0.9 * len(names)), 3.8)
     bottoms = [0.0] * len(names)
     for c in classes:
         shares = [counts.get(c, 0) / max(1, sum(counts.values())) for counts in folded]
@@ -101,7 +101,7 @@ def taxonomy_plot(board: Leaderboard, path: Path | str) -> Path:
     ax.set_ylabel("share of episodes")
     ax.set_title("Outcome classes")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def write_plots(board: Leaderboard, out_dir: Path | str) -> list[Path]:

@@ -66,6 +66,8 @@ def _details(plan: Plan, stage: Stage, tasks: Counter[str] | None) -> dict[str, 
                 "max_steps": s.schedule.max_steps, "lora": s.lora.enabled, **extra,
                 "processes": dist.processes, "deepspeed": dist.deepspeed,
                 "launch": launch_command(dist.processes, dist.deepspeed)}
+    if stage.kind.startswith("diag_"):
+        return _diag_details(plan, stage)
     if stage.kind == "evaluate":
         scorer = " ranked by the verifier" if "verifier" in stage.needs else ""
         return {"what": f"leaderboard of {', '.join(plan.evaluated())} against {plan.baseline()}{scorer}"}
@@ -89,3 +91,30 @@ def _task_counts(path: Path) -> Counter[tuple[str, str]] | None:
     from components.tasks.record import load_tasks
 
     return Counter((t.split, t.category) for t in load_tasks(path))
+
+
+def _diag_details(plan: Plan, stage: Stage) -> dict[str, Any]:
+    d = plan.cfg.diag
+    assert d is not None
+    out = {"out": ", ".join(map(str, stage.outputs))} if stage.outputs else {}
+    if stage.kind == "diag_cohort":
+        return {"what": f"synthetic cohort of {d.cohort.patients} patients (seed {d.cohort.seed})", **out}
+    if stage.kind == "diag_world":
+        lm = d.world.lm
+        return {"what": "world-model card: recorded, statistical" + (f", LM ({d.base_model})" if lm.enabled else ""),
+                "lm_train_cases": lm.train_cases if lm.enabled else None, "card_cases": lm.card_cases, **out}
+    if stage.kind == "diag_cold_start":
+        s = d.cold_start.sft.schedule
+        return {"what": f"SFT of {d.base_model} on oracle trajectories", "cases": d.cold_start.train_cases,
+                "epochs": s.epochs, "max_steps": s.max_steps, "learning_rate": s.learning_rate, **out}
+    if stage.kind == "diag_grpo":
+        g = d.grpo.settings
+        return {"what": "multi-turn GRPO from the cold start", "steps": g.steps,
+                "episodes_per_step": g.episodes_per_step, "max_turns": g.max_turns,
+                "learning_rate": g.learning_rate, **out}
+    if stage.kind == "diag_evaluate":
+        e = d.evaluate
+        return {"what": f"{', '.join(e.baselines)}, {'untrained, ' if e.untrained else ''}cold_start, grpo on held-out "
+                        "cases", "cases": e.cases or "all", "samples": e.samples, "temperature": e.temperature, **out}
+    return {"what": f"register grpo as {d.agent_registry}"
+                    + (f", the LM world model as {d.world_registry}" if d.world.lm.enabled else "")}

@@ -34,7 +34,15 @@ def outs(plan: Plan, stage: Stage) -> list[Path]:
         return [dataset_dir(cfg, stage.method, stage.name), merged_dir(cfg, stage.method, stage.name)]
     if stage.kind == "evaluate":
         return [cfg.pipeline.reports_dir / cfg.profile / "leaderboard"]
+    if stage.kind.startswith("diag_"):
+        return list(stage.outputs)  # the diag register stage has none
     return []  # register writes to the model registry, not to files
+
+
+def dvc_file(cfg: Any) -> Path:
+    """Where a profile's DVC stages live: the coding pipeline's at the root, a DiagGym profile's in
+    pipelines/<profile>/ (its commands run from the root: `wdir`), so both are versioned side by side."""
+    return Path("dvc.yaml") if cfg.diag is None else Path("pipelines") / cfg.profile / "dvc.yaml"
 
 
 def metrics_path(cfg: Any) -> Path:
@@ -43,6 +51,12 @@ def metrics_path(cfg: Any) -> Path:
 
 
 PLOTS = ("success.png", "success_by_domain.png", "taxonomy.png")  # the leaderboard's figures
+DIAG_PLOTS = ("accuracy.png", "exam_f1.png")  # the diag evaluation's figures
+DIAG_PARAMS = {"diag_cohort": ["diag.cohort", "diag.out_dir"],
+               "diag_world": ["diag.world", "diag.base_model", "diag.models_dir"],
+               "diag_cold_start": ["diag.cold_start", "diag.env", "diag.base_model", "diag.models_dir"],
+               "diag_grpo": ["diag.grpo", "diag.env", "diag.models_dir"],
+               "diag_evaluate": ["diag.evaluate", "diag.env", "diag.base_model", "diag.dtype"]}
 
 
 def _params(plan: Plan, stage: Stage, raw: dict[str, Any]) -> list[str]:
@@ -63,6 +77,8 @@ def _params(plan: Plan, stage: Stage, raw: dict[str, Any]) -> list[str]:
                 "training.base_model", "training.distributed"]
     elif stage.kind == "evaluate":
         keys = ["pipeline.baseline"]
+    elif stage.kind in DIAG_PARAMS:
+        keys = DIAG_PARAMS[stage.kind]
     else:
         keys = ["registry"]
     return [k for k in keys if present(k)]
@@ -71,6 +87,8 @@ def _params(plan: Plan, stage: Stage, raw: dict[str, Any]) -> list[str]:
 def dvc_stages(plan: Plan, config_path: Path, root: Path) -> dict[str, Any]:
     raw = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
     rel = config_path.resolve().relative_to(root.resolve()).as_posix()
+    where = dvc_file(plan.cfg)
+    wdir = "/".join([".."] * (len(where.parts) - 1))  # commands, deps and outs are relative to the root
     produced: dict[str, list[Path]] = {s.name: outs(plan, s) for s in plan.stages}
     stages: dict[str, Any] = {}
     for stage in plan.stages:
@@ -80,17 +98,20 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path) -> dict[str, Any]:
         upstream = [str(p) for n in stage.needs for p in produced.get(n, [])]
         body: dict[str, Any] = {"cmd": f".venv/bin/medgym pipeline run --profile {plan.cfg.profile} --only {stage.name}",
                                 "deps": [*code, *upstream]}
+        if wdir:
+            body = {"wdir": wdir, **body}
         params = _params(plan, stage, raw)
         if params:
             body["params"] = [{rel: params}]
         body["outs"] = [{str(p): {"persist": True}} for p in produced[stage.name]]
-        if stage.kind == "evaluate":
+        if stage.kind in ("evaluate", "diag_evaluate"):
             body["metrics"] = [{str(metrics_path(plan.cfg)): {"cache": False}}]
         stages[stage.name] = body
     doc: dict[str, Any] = {"stages": stages}
-    board = [outs(plan, s)[0] for s in plan.stages if s.kind == "evaluate"]
+    board = [outs(plan, s)[0] for s in plan.stages if s.kind in ("evaluate", "diag_evaluate")]
     if board:
-        doc["plots"] = [str(board[0] / name) for name in PLOTS]
+        names = DIAG_PLOTS if plan.cfg.diag is not None else PLOTS
+        doc["plots"] = [f"{wdir}/{board[0] / name}" if wdir else str(board[0] / name) for name in names]
     return doc
 
 

@@ -19,7 +19,8 @@ from components.config import PipelineConfig, RolloutProfile
 from components.training.config import DPOSettings, SFTSettings, VerifierSettings
 from components.training.stage import KINDS, Method, dataset_dir, merged_dir, run_dir
 
-Kind = Literal["suite", "rollout", "train", "evaluate", "register"]
+Kind = Literal["suite", "rollout", "train", "evaluate", "register",
+               "diag_cohort", "diag_world", "diag_cold_start", "diag_grpo", "diag_evaluate", "diag_register"]
 SUITE, EVALUATE, REGISTER, SELF_IMPROVE = "suite", "evaluate", "register", "self_improve"
 TRAIN_ORDER: tuple[Method, ...] = ("sft", "verifier", "dpo")
 
@@ -132,7 +133,9 @@ def _playing(template: RolloutProfile, model: Path, split: str) -> RolloutProfil
 
 def build_plan(cfg: PipelineConfig) -> Plan:
     """Every stage the profile configures, in `pipeline.stages` order or, by default, in dependency order
-    (declaration order where the dependencies allow)."""
+    (declaration order where the dependencies allow). A profile with a `diag` section runs DiagGym's stages."""
+    if cfg.diag is not None:
+        return build_diag_plan(cfg)
     cfg, trains = expand_rounds(cfg)
     made_by = {str(merged_dir(cfg, method, name)): name for name, method, _, _ in trains}  # model folder -> stage
     candidates: dict[str, Stage] = {SUITE: Stage(SUITE, "suite", outputs=(cfg.data.out_dir,))}
@@ -227,3 +230,37 @@ def _check_order(plan: Plan) -> None:
             raise PlanError(f"profile {plan.cfg.profile}: stage {stage.name!r} needs {', '.join(late)}, which "
                             f"{where} (pipeline.stages: {', '.join(plan.names)})")
         seen.add(stage.name)
+
+
+# ---------------------------------------------------------------------- DiagGym
+def diag_paths(cfg: PipelineConfig) -> dict[str, Path]:
+    """Where each DiagGym stage writes: data, checkpoints (with their runs) and reports."""
+    d = cfg.diag
+    assert d is not None
+    reports = cfg.pipeline.reports_dir / cfg.profile
+    return {"cohort": d.out_dir, "world": d.models_dir / "world", "card": reports / "world",
+            "cold_start": d.models_dir / "cold_start", "grpo": d.models_dir / "grpo",
+            "evaluate": reports / "evaluation"}
+
+
+def build_diag_plan(cfg: PipelineConfig) -> Plan:
+    """cohort → world → cold_start → grpo → evaluate → register (components/diag/pipeline_config.py)."""
+    if cfg.rollouts or cfg.training.model_fields_set or cfg.pipeline.self_improve.rounds:
+        raise PlanError(f"profile {cfg.profile}: a `diag` profile runs DiagGym's stages only; move its rollouts, "
+                        "training and self_improve sections to a profile of their own")
+    p = diag_paths(cfg)
+    stages = [Stage("cohort", "diag_cohort", outputs=(p["cohort"],)),
+              Stage("world", "diag_world", ("cohort",), outputs=(p["world"], p["card"])),
+              Stage("cold_start", "diag_cold_start", ("cohort",), outputs=(p["cold_start"],)),
+              Stage("grpo", "diag_grpo", ("cohort", "cold_start"), outputs=(p["grpo"],)),
+              Stage("evaluate", "diag_evaluate", ("cohort", "cold_start", "grpo"), outputs=(p["evaluate"],)),
+              Stage("register", "diag_register", ("world", "evaluate", "grpo"))]
+    if cfg.pipeline.stages is not None:
+        unknown = [n for n in cfg.pipeline.stages if n not in {s.name for s in stages}]
+        if unknown:
+            raise PlanError(f"pipeline.stages names {', '.join(unknown)}, not DiagGym stages "
+                            f"({', '.join(s.name for s in stages)})")
+        stages = [s for s in stages if s.name in cfg.pipeline.stages]
+    plan = Plan(cfg, stages)
+    _check_order(plan)
+    return plan

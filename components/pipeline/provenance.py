@@ -18,9 +18,9 @@ def config_params(cfg: PipelineConfig) -> dict[str, str]:
     return {k: str(v) for k, v in flatten(cfg.model_dump(mode="json", exclude={"tracking": {"parent_run_id"}})).items()}
 
 
-def dvc_versions(root: Path) -> dict[str, str]:
-    """`dvc.<stage>.<out path>` -> md5 of each output in dvc.lock (empty without one)."""
-    lock = root / "dvc.lock"
+def dvc_versions(root: Path, lock_file: Path = Path("dvc.lock")) -> dict[str, str]:
+    """`dvc.<stage>.<out path>` -> md5 of each output in the lock file (empty without one)."""
+    lock = root / lock_file
     if not lock.is_file():
         return {}
     doc: dict[str, Any] = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}

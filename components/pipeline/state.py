@@ -21,8 +21,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from components.common.io import atomic_write
+from components.config import PipelineConfig
 from components.pipeline.plan import Plan, Stage
 
+# what every DiagGym agent stage plays: the actions, the environment, its grading and the world models
+DIAG_ENV = tuple(f"components/diag/{m}.py" for m in ("catalogue", "actions", "env", "grading", "world", "results"))
 # the source each kind of stage runs: a change there reruns the stage (tracking and orchestration code do not)
 CODE: dict[str, tuple[str, ...]] = {
     "suite": ("components/tasks", "components/ehr", "components/sandbox", "components/common"),
@@ -31,6 +34,20 @@ CODE: dict[str, tuple[str, ...]] = {
     "train": ("components/training", "components/policies/tokens.py", "infra/deepspeed"),
     "evaluate": ("components/evaluation", "components/training/verifier.py"),
     "register": ("components/registry.py",),
+    **{f"diag_{k}": v for k, v in {
+        "cohort": tuple(f"components/diag/{m}.py" for m in ("cohort", "catalogue", "disease_data", "exam_data",
+                                                            "profile", "record", "results", "validation")),
+        "world": ("components/diag/world.py", "components/diag/lm_world.py", "components/diag/fidelity.py",
+                  "components/training"),
+        "cold_start": (*DIAG_ENV, "components/rl/oracle.py", "components/rl/cold_start.py", "components/training",
+                       "components/policies/tokens.py"),
+        "grpo": (*DIAG_ENV, "components/rl/grpo.py", "components/rl/multiturn.py", "components/training",
+                 "components/policies/tokens.py"),
+        "evaluate": (*DIAG_ENV, "components/diag/evaluate.py", "components/diag/baselines.py",
+                     "components/diag/metrics.py", "components/diag/plots.py", "components/rl/multiturn.py",
+                     "components/rl/play.py", "components/evaluation/metrics.py"),
+        "register": ("components/registry.py",),
+    }.items()},
 }
 Decision = Literal["cached", "new", "resume", "stale"]
 
@@ -62,7 +79,24 @@ def stage_inputs(plan: Plan, stage: Stage) -> dict[str, Any]:
                 "distributed": cfg.training.distributed.model_dump(mode="json")}
     if stage.kind == "evaluate":
         return {"rollouts": list(stage.needs), "baseline": plan.baseline()}
+    if stage.kind.startswith("diag_"):
+        return diag_inputs(cfg, stage)
     return {"registry": cfg.registry.model_dump(mode="json"), "needs": list(stage.needs)}
+
+
+def diag_inputs(cfg: PipelineConfig, stage: Stage) -> dict[str, Any]:
+    d = cfg.diag
+    assert d is not None
+    dump = d.model_dump(mode="json")
+    section = {"diag_cohort": ["cohort", "out_dir"], "diag_world": ["world", "base_model", "models_dir"],
+               "diag_cold_start": ["cold_start", "env", "base_model", "models_dir"],
+               "diag_grpo": ["grpo", "env", "models_dir"],
+               "diag_evaluate": ["evaluate", "env", "base_model", "dtype"],
+               "diag_register": ["agent_registry", "world_registry"]}[stage.kind]
+    out = {k: dump[k] for k in section}
+    if stage.kind == "diag_register":
+        out["registry"] = cfg.registry.model_dump(mode="json")
+    return out
 
 
 def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path) -> str:

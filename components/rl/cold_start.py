@@ -44,7 +44,8 @@ def oracle_rows(episodes: Sequence[Episode], chat: ChatTokens, max_tokens: int |
 
 
 def cold_start(cases: Sequence[Case], world: WorldModel, base_model: str, out_dir: Path | str,
-               settings: SFTSettings | None = None, env_config: DiagEnvConfig | None = None) -> ColdStart:
+               settings: SFTSettings | None = None, env_config: DiagEnvConfig | None = None,
+               callbacks: list[Any] | None = None) -> ColdStart:
     """Oracle episodes of `cases` (train split) → SFT → `<out_dir>/merged`. The episodes are kept beside it."""
     out = Path(out_dir)
     # one episode per micro-batch by default: SmolLM2's activations for a packed batch of four (~6k tokens) peak
@@ -56,7 +57,7 @@ def cold_start(cases: Sequence[Case], world: WorldModel, base_model: str, out_di
     rows = oracle_rows(episodes, chat, settings.schedule.max_length)
     # the rows are passed in, so the job's dataset folder is never read; a rerun resumes from <out>/sft checkpoints
     job = TrainJob(method="sft", base_model=base_model, dataset_dir=out, out_dir=out / "sft", sft=settings)
-    result = train(job, rows)
+    result = train(job, rows, callbacks)
     model_dir = out / "merged"
     if is_adapter(result.final_dir):
         merge_and_save(result.final_dir, model_dir)

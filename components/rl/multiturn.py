@@ -13,7 +13,7 @@ model did not choose them, so they get no policy gradient); the sampling log-pro
 environment tokens, which every use in TRL masks out). The Episode records the same ids per turn.
 
 `Sampler` is one call, contexts -> (ids, log-probs) per context; `hf_sampler` samples with a transformers model's
-`generate` (temperature, no top-k, stop at the end-of-turn token), the log-probs of the sampled tokens under
+`generate` (temperature, no top-k, stop at the end-of-turn token; temperature 0 decodes greedily), the log-probs of the sampled tokens under
 softmax(logits / temperature), as GRPOTrainer scores them.
 """
 
@@ -37,7 +37,8 @@ Sampler = Callable[[list[list[int]]], list[tuple[list[int], list[float]]]]
 class TurnSampling(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(default=1.0, gt=0, description="GRPO needs samples that differ: no greedy decoding")
+    temperature: float = Field(default=1.0, ge=0, description="0: greedy (evaluation); GRPO needs samples that "
+                               "differ, so its settings keep it above 0")
     top_p: float = Field(default=1.0, gt=0, le=1)
     max_new_tokens: int = Field(default=64, gt=0, description="per agent turn")
     max_context: int = Field(default=2048, gt=0, description="a turn whose prompt + max_new_tokens exceeds this ends "
@@ -120,13 +121,15 @@ def hf_sampler(model: Any, sampling: TurnSampling, eos_id: int, pad_id: int) -> 
             ids[row, width - len(c):] = torch.tensor(c)
             attention[row, width - len(c):] = 1
         device = next(model.parameters()).device
+        greedy = sampling.temperature == 0
+        knobs = {"do_sample": False} if greedy else {"do_sample": True, "temperature": sampling.temperature,
+                                                     "top_p": sampling.top_p, "top_k": 0}
         with torch.no_grad():
-            out = model.generate(input_ids=ids.to(device), attention_mask=attention.to(device), do_sample=True,
-                                 temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
+            out = model.generate(input_ids=ids.to(device), attention_mask=attention.to(device), **knobs,
                                  max_new_tokens=sampling.max_new_tokens, eos_token_id=eos_id, pad_token_id=pad_id,
                                  return_dict_in_generate=True, output_logits=True)
         new = out.sequences[:, width:].cpu()
-        logits = torch.stack(out.logits, dim=1).float().cpu() / sampling.temperature
+        logits = torch.stack(out.logits, dim=1).float().cpu() / (1.0 if greedy else sampling.temperature)
         picked = torch.log_softmax(logits, dim=-1).gather(-1, new[..., None])[..., 0]
         replies = []
         for row in range(len(contexts)):

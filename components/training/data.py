@@ -162,10 +162,14 @@ def preference_pairs(episodes: Sequence[Episode], chat: ChatTokens, seed: int = 
 
 def verifier_examples(episodes: Iterable[Episode], chat: ChatTokens, max_tokens: int, seed: int = 0
                       ) -> list[VerifierExample]:
-    """Whole finished episodes labelled by the checker, length-filtered, balanced by subsampling the larger class."""
+    """Whole finished episodes labelled by the checker, length-filtered, balanced by subsampling the larger class.
+
+    Runs that never submitted are failures too: the verifier is scored on every finished episode of a task (best@k
+    picks among all of them), so it learns from the same mix, not only from wrong submitted answers.
+    """
     rows: dict[int, list[VerifierExample]] = {0: [], 1: []}
     for ep in episodes:
-        if ep.outcome is None or ep.outcome == Outcome.CONTEXT_LIMIT or not ep.submitted:
+        if ep.outcome is None or ep.outcome == Outcome.CONTEXT_LIMIT:
             continue
         tk = episode_token_ids(ep, chat)
         if len(tk.input_ids) > max_tokens:
@@ -174,7 +178,7 @@ def verifier_examples(episodes: Iterable[Episode], chat: ChatTokens, max_tokens:
         rows[label].append(VerifierExample(ep.episode_id, ep.task_id, tk.input_ids, label))
     n = min(len(rows[0]), len(rows[1]))
     if n == 0:
-        raise EmptyDatasetError(f"no verifier rows: {len(rows[1])} correct and {len(rows[0])} incorrect submitted "
+        raise EmptyDatasetError(f"no verifier rows: {len(rows[1])} correct and {len(rows[0])} incorrect finished "
                                 f"episodes within {max_tokens} tokens; both classes are needed")
     rng = random.Random(seed)
     out = rng.sample(rows[0], n) + rng.sample(rows[1], n)

@@ -128,6 +128,29 @@ def test_results_of_another_disease_contradict_the_diagnosis_more(reports):
     assert other.wasserstein_mean > stat.wasserstein_mean
 
 
+class UnreadableWorld:
+    """Text that no parser or template reads: nothing is checked, so nothing contradicts."""
+
+    name = "unreadable"
+
+    def simulate(self, case, exam, history, *, seed=0):
+        return "lorem ipsum"
+
+
+def test_per_case_consistency_pairs_world_models_and_an_unreadable_one_scores_nothing(reports, test_cases):
+    oracle, stat, other = reports["recorded"], reports["statistical"], reports["other-disease"]
+    assert set(oracle.case_consistency) <= {c.case_id for c in test_cases} and oracle.case_consistency
+    assert all(0.0 <= v <= 1.0 for r in (oracle, stat, other) for v in r.case_consistency.values())
+    mean = {n: sum(r.case_consistency.values()) / len(r.case_consistency) for n, r in reports.items()}
+    # the recorded results are consistent up to the real data's own contradictions
+    assert mean["recorded"] == pytest.approx(1 - oracle.real_contradictions.rate, abs=0.05)
+    assert mean["other-disease"] < mean["statistical"] - 0.1
+    blank = evaluate_fidelity(UnreadableWorld(), test_cases)
+    assert blank.contradictions.rate in (None, 0.0)  # the pooled rate alone would call it perfect
+    assert set(blank.case_consistency) == set(oracle.case_consistency)
+    assert all(v == 0.0 for v in blank.case_consistency.values())
+
+
 def test_compare_values_standardizes_by_the_real_values():
     a = CAT.analytes["Sodium"]
     real = [130.0, 134.0, 138.0, 142.0, 146.0]

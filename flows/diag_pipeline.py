@@ -1,0 +1,267 @@
+"""DiagGym's pipeline stages as Prefect flows, one per stage kind of a `diag` profile (components/pipeline/plan.py):
+cohort, world, cold_start, grpo, evaluate, register. flows/pipeline.py chains them like the coding pipeline's
+stages (keys, caching, resume, the parent MLflow run); each returns its headline figures, flat.
+
+The agents train and play in the statistical world model fit on the cohort's train split (deterministic by seed);
+the LM world model is trained, carded beside it and registered (components/diag/pipeline_config.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+
+from components.common.io import atomic_write
+from components.config import PipelineConfig
+from components.diag.evaluate import build_report, run_agent, single_turn, write_evaluation
+from components.diag.fidelity import evaluate_fidelity, load_card, write_card
+from components.diag.metrics import outcome_of
+from components.diag.pipeline_config import DiagSettings
+from components.diag.plots import write_plots
+from components.diag.record import Case, load_cases
+from components.diag.world import RecordedWorldModel, StatisticalWorldModel
+from components.envs.episode import Episode, load_episodes
+from components.pipeline.dvc import dvc_file, metrics_path
+from components.pipeline.plan import diag_paths
+from components.pipeline.provenance import dvc_versions
+from components.registry import Evaluation, register
+from components.tracking.tracker import mlflow_key
+from components.tracking.training import MlflowStepLogger, flatten, training_run
+from flows.diag import build_cohort_stage, track_card, track_stage
+from flows.runtime import PROJECT_ROOT, say
+
+MERGED = "merged"
+# the comparisons the report makes, a - b, where both agents played
+COMPARISONS = (("grpo", "cold_start"), ("cold_start", "untrained"), ("grpo", "untrained"), ("greedy", "random"),
+               ("grpo", "greedy"))
+
+
+def _settings(cfg: PipelineConfig) -> DiagSettings:
+    if cfg.diag is None:
+        raise ValueError(f"profile {cfg.profile} has no `diag` section")
+    return cfg.diag
+
+
+def _cases(cfg: PipelineConfig) -> tuple[Path, list[Case], list[Case]]:
+    path = PROJECT_ROOT / diag_paths(cfg)["cohort"] / "cases.jsonl"
+    train, test = load_cases(path, split="train"), load_cases(path, split="test")
+    if not train or not test:
+        raise ValueError(f"{path}: need train and test cases, found {len(train)} and {len(test)}; run the cohort "
+                         "stage first")
+    return path, train, test
+
+
+def _shown(path: Path) -> str:
+    """A path as a report shows it: relative to the project where it lies inside it."""
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@flow(name="diag-cohort", log_prints=True)
+def cohort_flow(config: PipelineConfig) -> dict[str, Any]:
+    d = _settings(config)
+    out = build_cohort_stage(config, PROJECT_ROOT / diag_paths(config)["cohort"], d.cohort)
+    return {k: v for k, v in out.items() if k in ("cases", "patients", "diseases", "events", "best_constant_share")}
+
+
+@flow(name="diag-world", log_prints=True)
+def world_flow(config: PipelineConfig) -> dict[str, Any]:
+    """The world-model card on held-out patients: the recorded results (the reference), the statistical model fit
+    on the train split, and, where enabled, the LM world model fine-tuned on the train split's results."""
+    from components.diag.lm_world import LMWorldModel, train_world_model
+
+    d, paths = _settings(config), diag_paths(config)
+    w = d.world
+    _, train, test = _cases(config)
+    card_cases = test[:w.lm.card_cases] if w.lm.enabled else test
+    models: list[Any] = [RecordedWorldModel(), StatisticalWorldModel.fit(train, seed=w.seed)]
+    world_dir = PROJECT_ROOT / paths["world"]
+    world_dir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {}
+    if w.lm.enabled:
+        with training_run(config.tracking, "diag-world-lm", PROJECT_ROOT) as run:
+            run.set_tags({"medgym.stage": "diag.world", "medgym.profile": config.profile})
+            run.log_params(flatten(w.lm.model_dump(mode="json")) | {"base_model": d.base_model})
+            trained = train_world_model(train[:w.lm.train_cases], d.base_model, world_dir, w.lm.sft,
+                                        condition_on_diagnosis=w.lm.condition_on_diagnosis,
+                                        callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
+            r = trained.result
+            run.log_metrics({"rows": trained.data.get("rows", 0), "global_step": r.global_step,
+                             "train_tokens": r.tokens, "tokens_per_s": r.tokens_per_s,
+                             **({"train_loss": r.train_loss} if r.train_loss is not None else {})})
+        say(f"[world] LM world model trained: {r.global_step} steps, loss {r.train_loss}")
+        out |= {"lm_train_loss": r.train_loss, "lm_global_step": r.global_step}
+        models.append(LMWorldModel.from_checkpoint(trained.model_dir, options={"dtype": d.dtype},
+                                                   max_new_tokens=w.lm.max_new_tokens, seed=w.seed))
+    try:
+        reports = [evaluate_fidelity(m, card_cases, seed=w.seed, min_values=w.min_values) for m in models]
+    finally:
+        for m in models:
+            close = getattr(m, "close", None)
+            if close is not None:
+                close()
+    md, js = write_card(reports, PROJECT_ROOT / paths["card"])
+    track_card(config, reports, {"cases": len(card_cases), "train_cases": len(train), "seed": w.seed,
+                                 "min_values": w.min_values, "lm": w.lm.enabled}, [md, js])
+    for r in reports:
+        for k in ("wasserstein_mean", "variance_ratio_mean", "contradiction_rate"):
+            v = r.metrics().get(k)
+            if v is not None:
+                out[f"{r.model}.{k}"] = round(v, 4)
+    return {"card_cases": len(card_cases), **out}
+
+
+@flow(name="diag-cold-start", log_prints=True)
+def cold_start_flow(config: PipelineConfig) -> dict[str, Any]:
+    from components.rl.cold_start import cold_start
+
+    d, paths = _settings(config), diag_paths(config)
+    _, train, _ = _cases(config)
+    cases = train[:d.cold_start.train_cases]
+    with training_run(config.tracking, "diag-cold-start", PROJECT_ROOT) as run:
+        run.set_tags({"medgym.stage": "diag.cold_start", "medgym.profile": config.profile})
+        run.log_params(flatten(d.cold_start.model_dump(mode="json")) | {"base_model": d.base_model,
+                                                                         "cases": len(cases)})
+        done = cold_start(cases, StatisticalWorldModel.fit(train, seed=d.env.world_seed), d.base_model,
+                          PROJECT_ROOT / paths["cold_start"], d.cold_start.sft, d.env,
+                          callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
+        r = done.result
+        run.log_metrics({"oracle_episodes": done.episodes, "rows": done.correct, "global_step": r.global_step,
+                         "train_tokens": r.tokens, "tokens_per_s": r.tokens_per_s,
+                         **({"train_loss": r.train_loss} if r.train_loss is not None else {})})
+    return {"episodes": done.episodes, "rows": done.correct, "train_loss": r.train_loss,
+            "global_step": r.global_step, "train_runtime_s": round(r.runtime_s, 1)}
+
+
+@flow(name="diag-grpo", log_prints=True)
+def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
+    from components.rl.grpo import load_grpo_episodes, train_grpo
+
+    d, paths = _settings(config), diag_paths(config)
+    _, train, _ = _cases(config)
+    cases, s = train[:d.grpo.train_cases], d.grpo.settings
+    with training_run(config.tracking, "diag-grpo", PROJECT_ROOT) as run:
+        run.set_tags({"medgym.stage": "diag.grpo", "medgym.profile": config.profile})
+        run.log_params(flatten(s.model_dump(mode="json")) | {"cases": len(cases)})
+        done = train_grpo(cases, StatisticalWorldModel.fit(train, seed=d.env.world_seed),
+                          str(PROJECT_ROOT / paths["cold_start"] / MERGED), PROJECT_ROOT / paths["grpo"], s, d.env,
+                          callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
+        episodes = load_grpo_episodes(done.out_dir)
+        agent_tokens = sum(e.completion_tokens or 0 for e in episodes)
+        rewards = [h["reward"] for h in done.log_history if "reward" in h]
+        figures = {"global_step": done.global_step, "episodes": len(episodes), "runtime_s": round(done.runtime_s, 1),
+                   "agent_tokens_per_s": round(agent_tokens / max(done.runtime_s, 1e-9), 2)}
+        if rewards:
+            k = max(1, len(rewards) // 4)  # the first and last quarter of the run
+            figures |= {"reward_first": sum(rewards[:k]) / k, "reward_last": sum(rewards[-k:]) / k}
+        run.log_metrics(figures)
+    return figures
+
+
+def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldModel) -> dict[str, list[Episode]]:
+    from components.rl.multiturn import TurnSampling
+    from components.rl.play import play_model
+
+    d, paths = _settings(cfg), diag_paths(cfg)
+    e = d.evaluate
+    models = ([("untrained", d.base_model)] if e.untrained else []) + [
+        ("cold_start", str(PROJECT_ROOT / paths["cold_start"] / MERGED)),
+        ("grpo", str(PROJECT_ROOT / paths["grpo"] / MERGED))]
+    sampling = TurnSampling(temperature=e.temperature, max_new_tokens=e.max_new_tokens,
+                            max_context=d.grpo.settings.max_context)
+    return {name: play_model(model, held, world, d.env, sampling, samples=e.samples, batch=e.batch, seed=e.seed,
+                             dtype=d.dtype, name=name, progress=lambda m: say(f"[evaluate] {m}"))
+            for name, model in models}
+
+
+@flow(name="diag-evaluate", log_prints=True)
+def evaluate_flow(config: PipelineConfig) -> dict[str, Any]:
+    """Baselines, the untrained model, the cold start and GRPO end to end on the same held-out cases and draws;
+    single turn for the baselines; report.md / report.json, PNGs and episodes under reports/<profile>/evaluation."""
+    from components.diag.baselines import make_baselines
+
+    d, paths = _settings(config), diag_paths(config)
+    e = d.evaluate
+    cases_path, train, test = _cases(config)
+    held = test[:e.cases]
+    world = StatisticalWorldModel.fit(train, seed=e.seed)
+    baselines = make_baselines(e.baselines, train, world, seed=e.seed)
+    episodes = {a.name: run_agent(a, held, world, d.env, e.samples) for a in baselines}
+    episodes |= _play_models(config, held, world)
+    singles = [single_turn(a, held[:e.single_turn_cases], config=d.env, seed=e.seed) for a in baselines] \
+        if e.single_turn_cases else []
+    report = build_report(episodes, len(held), world, d.env, samples=e.samples, singles=singles, seed=e.seed,
+                          comparisons=[(a, b) for a, b in COMPARISONS if a in episodes and b in episodes],
+                          cases_file=_shown(cases_path), split="test")
+    out = PROJECT_ROOT / paths["evaluate"]
+    files = write_evaluation(report, episodes, out)
+    figures = write_plots(report, out)
+    metrics = {mlflow_key(k): v for k, v in report.metrics().items()}
+    track_stage(config, "diag-evaluate", "diag.evaluate", {"cases": len(held), "samples": e.samples,
+                                                      "temperature": e.temperature, "agents": ",".join(episodes)},
+           metrics, [*files[:2], *figures])
+    headline: dict[str, Any] = {}
+    for c in report.comparisons:
+        for m in ("accuracy", "f1_mean"):
+            i = c.differences[m]
+            headline |= {f"{c.a}-{c.b}.{m}": i.value, f"{c.a}-{c.b}.{m}_low": i.low, f"{c.a}-{c.b}.{m}_high": i.high}
+    for a in report.agents:
+        headline |= {f"{a.agent}.{m}": a.metrics[m].value for m in ("accuracy", "f1_mean", "avg_turns")}
+    with atomic_write(PROJECT_ROOT / metrics_path(config)) as fh:  # DVC metrics
+        json.dump(headline, fh, indent=1, sort_keys=True)
+    return {"cases": len(held), "report": _shown(files[1]), **headline}
+
+
+def case_accuracy(episodes: list[Episode]) -> dict[str, float]:
+    """Per case, the share of its episodes whose diagnosis was right: what a registration pairs two agents on."""
+    by_case: dict[str, list[bool]] = {}
+    for ep in episodes:
+        by_case.setdefault(ep.task_id, []).append(outcome_of(ep).correct)
+    return {c: sum(v) / len(v) for c, v in by_case.items()}
+
+
+@flow(name="diag-register", log_prints=True)
+def register_flow(config: PipelineConfig) -> dict[str, Any]:
+    """The GRPO agent as `agent_registry` (champion only when it beats the cold start, or the champion, on
+    diagnosis accuracy per case by its interval), and the LM world model as `world_registry` (against the
+    statistical model, on each held-out case's share of results that do not contradict its diagnosis)."""
+    d, paths = _settings(config), diag_paths(config)
+    cases_path = PROJECT_ROOT / paths["cohort"] / "cases.jsonl"
+    versions = dvc_versions(PROJECT_ROOT, dvc_file(config).with_name("dvc.lock"))
+    versions["cases"] = _file_digest(cases_path)
+    played = PROJECT_ROOT / paths["evaluate"] / "episodes"
+    grpo, cold = load_episodes(played / "grpo.jsonl"), load_episodes(played / "cold_start.jsonl")
+    report = json.loads((PROJECT_ROOT / paths["evaluate"] / "report.json").read_text(encoding="utf-8"))
+    summary = next(a for a in report["agents"] if a["agent"] == "grpo")
+    candidate = Evaluation(task_success=case_accuracy(grpo), reference=str(played / "grpo.jsonl"),
+                           scores={m: summary["metrics"][m]["value"] for m in ("accuracy", "f1_mean", "avg_turns")})
+    agent = register(config.registry.model_copy(update={"name": d.agent_registry}), config.tracking, candidate,
+                     model_dir=PROJECT_ROOT / paths["grpo"] / MERGED,
+                     baseline=Evaluation(task_success=case_accuracy(cold), reference=str(played / "cold_start.jsonl")),
+                     data_versions=versions, project_root=PROJECT_ROOT)
+    say(f"[register] {agent.name} v{agent.version} -> {agent.alias}: {agent.reason}")
+    out: dict[str, Any] = {"alias": agent.alias, "version": agent.version, "promoted": agent.promoted}
+    card = {r.model: r for r in load_card(PROJECT_ROOT / paths["card"] / "card.json")}
+    lm_dir = PROJECT_ROOT / paths["world"] / MERGED
+    if "lm" in card and lm_dir.is_dir() and card["lm"].case_consistency:
+        lm, stat = card["lm"], card["statistical"]
+        world = register(config.registry.model_copy(update={"name": d.world_registry}), config.tracking,
+                         Evaluation(task_success=lm.case_consistency, reference=str(paths["card"] / "card.json"),
+                                    scores={k: v for k, v in lm.metrics().items() if k != "seconds"}),
+                         model_dir=lm_dir, data_versions=versions, project_root=PROJECT_ROOT,
+                         baseline=Evaluation(task_success=stat.case_consistency,
+                                             reference=str(paths["card"] / "card.json")))
+        say(f"[register] {world.name} v{world.version} -> {world.alias}: {world.reason}")
+        out |= {"world_alias": world.alias, "world_version": world.version}
+    return out
+
+
+RUNNERS = {"diag_cohort": cohort_flow, "diag_world": world_flow, "diag_cold_start": cold_start_flow,
+           "diag_grpo": grpo_flow, "diag_evaluate": evaluate_flow, "diag_register": register_flow}

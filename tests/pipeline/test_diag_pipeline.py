@@ -1,0 +1,154 @@
+"""DiagGym as pipeline profiles: the plan of a `diag` profile (cohort → world → cold_start → grpo → evaluate →
+register), its DVC file, which stages a changed setting reruns, and (slow) diag-smoke end to end through the CLI:
+every stage a Prefect flow nested in one MLflow run, the world-model card and the evaluation report with figures
+in reports/, both models registered, a rerun from the cache, a changed GRPO setting rerunning only what it feeds."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+import yaml
+
+from components.config import CONFIG_DIR, PipelineConfig, load_config
+from components.pipeline.dvc import dvc_file, render
+from components.pipeline.plan import PlanError, build_plan
+from components.pipeline.state import stage_key
+from tests.conftest import ROOT
+from tests.pipeline.test_pipeline_smoke import medgym, result_of
+
+STAGES = ["cohort", "world", "cold_start", "grpo", "evaluate", "register"]
+
+
+def keys(cfg: PipelineConfig) -> dict[str, str]:
+    plan, out = build_plan(cfg), {}
+    for stage in plan.stages:
+        out[stage.name] = stage_key(plan, stage, out, ROOT)
+    return out
+
+
+def test_a_diag_profile_chains_the_diaggym_stages():
+    plan = build_plan(load_config("diag-demo"))
+    assert plan.names == STAGES
+    assert plan["grpo"].needs == ("cohort", "cold_start")
+    assert plan["evaluate"].needs == ("cohort", "cold_start", "grpo")
+    assert plan["register"].needs == ("world", "evaluate", "grpo")
+    assert str(plan["evaluate"].outputs[0]) == "reports/diag-demo/evaluation"
+    assert build_plan(load_config("diag-smoke")).names == STAGES
+
+
+def test_a_diag_profile_refuses_the_coding_pipelines_sections():
+    raw = yaml.safe_load((CONFIG_DIR / "diag-smoke.yaml").read_text())
+    raw["rollouts"] = {"teacher": {"policy": {"backend": "scripted"}, "split": "train"}}
+    with pytest.raises(PlanError, match="runs DiagGym's stages only"):
+        build_plan(PipelineConfig.model_validate(raw))
+    raw.pop("rollouts")
+    raw["pipeline"] = {"stages": ["cohort", "sft"]}
+    with pytest.raises(PlanError, match="not DiagGym stages"):
+        build_plan(PipelineConfig.model_validate(raw))
+
+
+def test_the_diag_demo_dvc_file_is_its_plan_and_runs_from_the_root():
+    cfg = load_config("diag-demo")
+    path = ROOT / dvc_file(cfg)
+    assert path == ROOT / "pipelines" / "diag-demo" / "dvc.yaml"
+    text = render(build_plan(cfg), CONFIG_DIR / "diag-demo.yaml", ROOT)
+    assert path.read_text() == text, "stale: run `medgym pipeline dvc --profile diag-demo`"
+    stages = yaml.safe_load(text)["stages"]
+    assert list(stages) == STAGES[:-1]  # registration writes no data
+    assert all(s["wdir"] == "../.." for s in stages.values())
+    assert stages["grpo"]["cmd"] == ".venv/bin/medgym pipeline run --profile diag-demo --only grpo"
+    assert {"components/rl/grpo.py", "models/diag-demo/cold_start", "data/diag-demo"} <= set(stages["grpo"]["deps"])
+    assert stages["grpo"]["params"] == [{"configs/diag-demo.yaml": ["diag.grpo", "diag.env", "diag.models_dir"]}]
+    assert stages["evaluate"]["metrics"] == [{"reports/diag-demo/metrics.json": {"cache": False}}]
+
+
+def test_a_changed_grpo_setting_changes_the_keys_of_grpo_and_what_reads_it_only():
+    cfg = load_config("diag-demo")
+    before = keys(cfg)
+    settings = cfg.diag.grpo.settings.model_copy(update={"steps": cfg.diag.grpo.settings.steps + 1})
+    changed = cfg.model_copy(update={"diag": cfg.diag.model_copy(update={
+        "grpo": cfg.diag.grpo.model_copy(update={"settings": settings})})})
+    after = keys(changed)
+    assert [n for n in STAGES if before[n] != after[n]] == ["grpo", "evaluate", "register"]
+
+
+def diag_smoke_profile(tmp_path):
+    raw = yaml.safe_load((CONFIG_DIR / "diag-smoke.yaml").read_text())
+    raw["tracking"] = {"mlflow_uri": f"sqlite:///{tmp_path / 'mlruns.db'}",
+                       "artifact_location": str(tmp_path / "artifacts"), "experiment": "diag-smoke-e2e"}
+    raw["diag"]["out_dir"] = str(tmp_path / "data")
+    raw["diag"]["models_dir"] = str(tmp_path / "models")
+    raw["pipeline"] = {"state_dir": str(tmp_path / "state"), "reports_dir": str(tmp_path / "reports")}
+    path = tmp_path / "diag-smoke.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path, raw
+
+
+def png_size(path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
+    path, raw = diag_smoke_profile(tmp_path)
+    first = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert first.returncode == 0, first.stderr[-4000:]
+    stages = result_of(first)["stages"]
+    assert list(stages) == STAGES and all(s["status"] == "ran" for s in stages.values())
+    for stage in STAGES[:-1]:
+        assert f"[{stage}] running" in first.stderr
+    assert stages["cohort"]["cases"] > 0 and stages["grpo"]["global_step"] == 2
+    assert stages["grpo"]["episodes"] == 2 * 2  # steps x (prompts_per_step x num_generations)
+    assert stages["cold_start"]["global_step"] == 2 and stages["world"]["lm_global_step"] == 2
+    for name in ("world", "cold_start", "grpo"):
+        assert (tmp_path / "models" / name / "merged" / "config.json").is_file(), name
+
+    reports = tmp_path / "reports" / "diag-smoke"
+    report = json.loads((reports / "evaluation" / "report.json").read_text())
+    assert [a["agent"] for a in report["agents"]] == ["random", "greedy", "untrained", "cold_start", "grpo"]
+    assert [(c["a"], c["b"]) for c in report["comparisons"]][0] == ("grpo", "cold_start")
+    assert all(a["cases"] == 3 for a in report["agents"])
+    assert "| grpo - cold_start | 3 |" in (reports / "evaluation" / "report.md").read_text()
+    for png in ("accuracy.png", "exam_f1.png"):
+        width, height = png_size(reports / "evaluation" / png)
+        assert width > 100 and height > 100
+    card = json.loads((reports / "world" / "card.json").read_text())
+    assert [m["model"] for m in card["models"]] == ["recorded", "statistical", "lm"]
+    metrics = json.loads((reports / "metrics.json").read_text())
+    assert "grpo-cold_start.accuracy_low" in metrics
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=raw["tracking"]["mlflow_uri"])
+    runs = client.search_runs([client.get_experiment_by_name("diag-smoke-e2e").experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
+    children = [r for r in runs if r.info.run_id != parent.info.run_id]
+    assert {r.data.tags.get("mlflow.parentRunId") for r in children} == {parent.info.run_id}
+    names = {r.info.run_name for r in children}
+    assert {"diag-world-lm", "diag-fidelity", "diag-cold-start", "diag-grpo", "diag-evaluate",
+            "register-medgym-diag-agent-smoke", "register-medgym-diag-world-smoke"} <= names
+    grpo = next(r for r in children if r.info.run_name == "diag-grpo")
+    assert len(client.get_metric_history(grpo.info.run_id, "reward")) == 2  # one per logging step
+    assert parent.data.metrics["grpo.global_step"] == 2
+    for name in ("medgym-diag-agent-smoke", "medgym-diag-world-smoke"):
+        version = client.get_model_version(name, "1")
+        assert version.tags["medgym.decision"] in ("champion", "challenger")
+        assert version.tags["medgym.data.cases"] and int(version.tags["medgym.eval.tasks"]) > 0
+
+    again = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert all(s["status"] == "cached" for s in result_of(again)["stages"].values())
+
+    raw["diag"]["grpo"]["settings"]["learning_rate"] = 2e-5
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    third = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert third.returncode == 0, third.stderr[-4000:]
+    status = {n: s["status"] for n, s in result_of(third)["stages"].items()}
+    assert status == {"cohort": "cached", "world": "cached", "cold_start": "cached", "grpo": "ran",
+                      "evaluate": "ran", "register": "ran"}
+    assert str(client.get_model_version("medgym-diag-agent-smoke", "2").version) == "2"

@@ -1,0 +1,40 @@
+"""A checkpoint played in DiagEnv for evaluation: batched episodes on exact-token contexts, paired with the
+baselines' draws, reproducible by seed, greedy at temperature 0."""
+
+from __future__ import annotations
+
+from components.diag.baselines import RandomExamsAgent
+from components.diag.env import DiagEnvConfig
+from components.diag.evaluate import build_report, run_agent
+from components.rl.multiturn import TurnSampling
+from components.rl.play import play_model
+
+
+def test_a_model_plays_every_case_and_sample_in_batches_reproducibly(rl_train, rl_world, tiny_model):
+    cases, config = rl_train[:3], DiagEnvConfig(max_turns=2)
+    sampling = TurnSampling(temperature=1.0, max_new_tokens=6)
+    played = play_model(tiny_model, cases, rl_world, config, sampling, samples=2, batch=4, seed=7, name="tiny")
+    assert [(e.task_id, e.sample_index) for e in played] == [(c.case_id, s) for c in cases for s in range(2)]
+    assert all(e.done and e.policy.model == "tiny" and e.policy.sampling.temperature == 1.0 for e in played)
+    for ep in played:
+        for t in ep.turns:  # the ids the model saw and wrote, each turn's context growing from the last
+            assert t.prompt_token_ids and t.response_token_ids is not None and len(t.response_token_ids) <= 6
+        for a, b in zip(ep.turns, ep.turns[1:], strict=False):
+            assert b.prompt_token_ids[:len(a.prompt_token_ids)] == a.prompt_token_ids
+    again = play_model(tiny_model, cases, rl_world, config, sampling, samples=2, batch=4, seed=7, name="tiny")
+    assert [t.response_token_ids for e in again for t in e.turns] == \
+        [t.response_token_ids for e in played for t in e.turns]
+    other = play_model(tiny_model, cases, rl_world, config, sampling, samples=2, batch=4, seed=8, name="tiny")
+    assert [t.response_token_ids for e in other for t in e.turns] != \
+        [t.response_token_ids for e in played for t in e.turns]
+
+    # greedy: every sample of a case writes the same first reply (its first context is the same)
+    greedy = play_model(tiny_model, cases, rl_world, config, TurnSampling(temperature=0.0, max_new_tokens=6),
+                        samples=2, seed=1)
+    for i in range(0, len(greedy), 2):
+        assert greedy[i].turns[0].response_token_ids == greedy[i + 1].turns[0].response_token_ids
+
+    # the model's episodes pair with a baseline's on the same cases and samples
+    baseline = run_agent(RandomExamsAgent.fit(rl_train, seed=0), cases, rl_world, config, samples=2)
+    report = build_report({"random": baseline, "tiny": played}, len(cases), rl_world, config, samples=2)
+    assert [c.a for c in report.comparisons] == ["tiny"] and report.comparisons[0].cases == 3
