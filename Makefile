@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast setup vllm lint bench clean
+.PHONY: demo diag-demo test test-fast setup vllm lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,10 @@ vllm:
 
 demo: $(STAMP)
 	$(BIN)/medgym pipeline run --profile demo
+
+# DiagGym end to end on this CPU (about an hour): cohort, world models, cold start, GRPO, evaluation, registration
+diag-demo: $(STAMP)
+	$(BIN)/medgym pipeline run --profile diag-demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

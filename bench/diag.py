@@ -1,12 +1,15 @@
 """DiagGym speed, each figure against a baseline measured in the same run.
 
     python bench/diag.py [--patients 300] [--episodes 40] [--requests 16] [--model tiny|SmolLM2-135M-Instruct]
+                         [--grpo-steps 2]
 
 1. Environment steps per second with the statistical world model, against the bare sampling call it makes
    (`StatisticalWorldModel.simulate` on the same (case, exam) pairs): what the environment adds per step.
 2. The LM world model: the same simulation requests batched (`simulate_many`) against one request at a time,
    results per second; and environment steps per second with the LM world model against the statistical one.
-GRPO tokens per second (components.rl) is not measured here yet.
+3. GRPO (components.rl.grpo): agent tokens per second of whole optimizer steps (multi-turn rollout, scoring,
+   loss and backward on LoRA) against the same rollout alone (components.rl.multiturn.play_batch with the same
+   settings and model): what training adds to generating.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=16, help="LM world-model simulation requests")
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--model", default="tiny", help="'tiny' (a random 2-layer Llama) or an embedded model name")
+    ap.add_argument("--grpo-steps", type=int, default=2, help="GRPO optimizer steps (8 episodes each)")
     args = ap.parse_args()
 
     from components.diag.baselines import RandomExamsAgent
@@ -93,6 +97,43 @@ def main() -> None:
             row(f"environment steps, LM world ({len(few)} episodes)", steps(lm_eps) / t_lm, "steps/s", env_stat)
         finally:
             lm.close()
+
+        print("3. GRPO")
+        grpo_bench(model_dir, train, world, Path(tmp), args.grpo_steps)
+
+
+def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from components.diag.env import DiagEnv, DiagEnvConfig
+    from components.policies.tokens import ChatTokens
+    from components.rl.grpo import GRPOSettings, load_grpo_episodes, train_grpo
+    from components.rl.multiturn import hf_sampler, play_batch
+    from components.training.config import LoraSettings
+    from components.training.models import load_tokenizer
+
+    settings = GRPOSettings(steps=n_steps, prompts_per_step=2, num_generations=4, max_turns=4, max_new_tokens=32,
+                            micro_batch=2, lora=LoraSettings(r=16, alpha=32, dropout=0.0), save_steps=10_000)
+    chat = ChatTokens(load_tokenizer(str(model_dir)))
+    lm = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    lm.eval()
+    sampling = settings.turn_sampling()
+    pad = chat.tokenizer.pad_token_id
+    sample = hf_sampler(lm, sampling, chat.eos_id, chat.eos_id if pad is None else pad)
+    cases = [c for c in train[: settings.prompts_per_step] for _ in range(settings.num_generations)]
+    config = DiagEnvConfig(max_turns=settings.max_turns)
+    torch.manual_seed(0)
+    t_play, samples = timed(lambda: [play_batch([DiagEnv(world, config) for _ in cases], cases, range(len(cases)),
+                                                chat, sample, sampling) for _ in range(n_steps)])
+    played = sum(sum(s.env_mask) for batch in samples for s in batch)
+    base = played / t_play
+    row(f"rollout alone, {n_steps} x {len(cases)} episodes (baseline)", base, "agent tok/s", None)
+    del lm
+    run = train_grpo(train[: settings.prompts_per_step * n_steps], world, str(model_dir), tmp / "grpo", settings,
+                     config)
+    trained = sum(e.completion_tokens or 0 for e in load_grpo_episodes(run.out_dir))
+    row(f"GRPO optimizer steps ({run.global_step}, LoRA r=16)", trained / run.runtime_s, "agent tok/s", base)
 
 
 if __name__ == "__main__":
