@@ -128,27 +128,37 @@ class FidelityReport(BaseModel):
 
 def evaluate_fidelity(model: WorldModel, cases: Iterable[Case], catalogue: Catalogue | None = None, *, seed: int = 0,
                       min_values: int = MIN_VALUES, margin: float = MARGIN,
-                      positive_demand: float = POSITIVE_DEMAND) -> FidelityReport:
-    """Simulate every recorded catalogue exam of `cases` (held out from the model's fit) and compare (module doc)."""
+                      positive_demand: float = POSITIVE_DEMAND, batch: int = 64) -> FidelityReport:
+    """Simulate every recorded catalogue exam of `cases` (held out from the model's fit) and compare (module doc).
+    Each request conditions on the recorded exams before it, so all are known up front: a model with
+    `simulate_many` (the LM world model) gets them `batch` at a time."""
     cat = catalogue or default_catalogue()
+    cases = list(cases)
+    requests: list[tuple[Case, str, tuple[PriorExam, ...]]] = []
+    for case in cases:
+        history: list[PriorExam] = []
+        for event in case.events:
+            if event.exam and event.exam in cat.exams:
+                requests.append((case, cat.exams[event.exam].name, tuple(history)))
+            history.append(PriorExam(event.exam or event.label, event.result))
+    started = time.perf_counter()
+    results = iter(simulate_all(model, requests, seed, batch))
     rules = ContradictionRules(cat, margin=margin, positive_demand=positive_demand)
     values: dict[str, tuple[list[float], list[float]]] = {}  # analyte -> (real, simulated), on its scale
     texts: tuple[list[str], list[str]] = ([], [])
     tallies = (Contradictions(), Contradictions())
-    started = time.perf_counter()
     n_cases = n_results = 0
     consistency: dict[str, float] = {}
     for case in cases:
         n_cases += 1
         disease = cat.disease(case.icd10)
-        history: list[PriorExam] = []
         # "bad": contradicting, or a report no template reads (nothing shows it agrees with the diagnosis)
         before = [(t.lab_checked + t.text_checked, t.lab_contradicting + t.text_contradicting + t.text_unmatched)
                   for t in tallies]
         for event in case.events:
             exam = cat.exams.get(event.exam) if event.exam else None
             if exam is not None:
-                simulated = model.simulate(case, exam.name, tuple(history), seed=seed)
+                simulated = next(results)
                 n_results += 1
                 for side, text in enumerate((event.result, simulated)):
                     if exam.kind in (ExamKind.LAB, ExamKind.PANEL):
@@ -159,7 +169,6 @@ def evaluate_fidelity(model: WorldModel, cases: Iterable[Case], catalogue: Catal
                     else:
                         texts[side].append(text)
                         rules.tally_report(disease, exam, text, tallies[side])
-            history.append(PriorExam(event.exam or event.label, event.result))
         (real_checked, _), (sim_checked, sim_bad) = [
             (t.lab_checked + t.text_checked - c, t.lab_contradicting + t.text_contradicting + t.text_unmatched - b)
             for t, (c, b) in zip(tallies, before, strict=True)]
@@ -177,6 +186,20 @@ def evaluate_fidelity(model: WorldModel, cases: Iterable[Case], catalogue: Catal
         seconds=round(time.perf_counter() - started, 3), case_consistency=consistency)
 
 
+
+
+def simulate_all(model: WorldModel, requests: Sequence[tuple[Case, str, tuple[PriorExam, ...]]], seed: int,
+                 batch: int = 64) -> list[str]:
+    """Each (case, exam, history) simulated: one call each, or `batch` per call where the model has simulate_many."""
+    many = getattr(model, "simulate_many", None)
+    if many is None:
+        return [model.simulate(case, exam, history, seed=seed) for case, exam, history in requests]
+    from components.diag.lm_world import SimulationRequest
+
+    out: list[str] = []
+    for i in range(0, len(requests), batch):
+        out += many([SimulationRequest(case, exam, history, seed) for case, exam, history in requests[i:i + batch]])
+    return out
 
 
 def compare_values(analyte: Analyte, real: Sequence[float], sim: Sequence[float]) -> AnalyteFidelity:

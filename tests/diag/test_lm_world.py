@@ -215,3 +215,23 @@ def test_a_prompt_too_long_for_the_context_keeps_the_newest_exams(policy, tokeni
     ids = world.request(0, SimulationRequest(case, "Lactate", history)).prompt_token_ids
     assert len(ids) == room
     assert tokenizer.decode(ids) == prompt_text(case, "Lactate", history[-2:])
+
+
+def test_the_fidelity_card_batches_the_lm_world_model_and_reads_the_same_results(policy, tokenizer, cases):
+    from components.diag.fidelity import evaluate_fidelity
+
+    world = LMWorldModel(policy, tokenizer, LMWorldConfig(max_new_tokens=6))
+    calls: list[int] = []
+
+    class OneAtATime:  # the same model without simulate_many: one request per call
+        name = "lm"
+
+        def simulate(self, case, exam, history, *, seed=0):
+            calls.append(1)
+            return world.simulate(case, exam, history, seed=seed)
+
+    held = cases[:2]
+    batched = evaluate_fidelity(world, held, batch=4)
+    alone = evaluate_fidelity(OneAtATime(), held)
+    assert batched.results == alone.results == len(calls) > 4
+    assert batched.model_dump(exclude={"seconds"}) == alone.model_dump(exclude={"seconds"})
