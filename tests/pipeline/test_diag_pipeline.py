@@ -17,7 +17,7 @@ from components.pipeline.dvc import dvc_file, render
 from components.pipeline.plan import PlanError, build_plan
 from components.pipeline.state import stage_key
 from tests.conftest import ROOT
-from tests.pipeline.test_pipeline_smoke import medgym, result_of
+from tests.pipeline.test_pipeline_smoke import medgym, pipeline_runs, result_of
 
 STAGES = ["cohort", "world", "cold_start", "grpo", "evaluate", "register"]
 
@@ -124,10 +124,7 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=raw["tracking"]["mlflow_uri"])
-    runs = client.search_runs([client.get_experiment_by_name("diag-smoke-e2e").experiment_id])
-    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
-    children = [r for r in runs if r.info.run_id != parent.info.run_id]
-    assert {r.data.tags.get("mlflow.parentRunId") for r in children} == {parent.info.run_id}
+    parent, children = pipeline_runs(client, "diag-smoke-e2e")
     names = {r.info.run_name for r in children}
     assert {"diag-world-lm", "diag-fidelity", "diag-cold-start", "diag-grpo", "diag-evaluate",
             "register-medgym-diag-agent-smoke", "register-medgym-diag-world-smoke"} <= names

@@ -46,6 +46,15 @@ def result_of(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(out[start:])
 
 
+def pipeline_runs(client, experiment: str) -> tuple:
+    """The experiment's pipeline run and every other run, which must all nest under it."""
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
+    children = [r for r in runs if r.info.run_id != parent.info.run_id]
+    assert {r.data.tags.get("mlflow.parentRunId") for r in children} == {parent.info.run_id}
+    return parent, children
+
+
 def medgym(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     return subprocess.run([*MEDGYM, *args], capture_output=True, text=True, timeout=1800, env=env, cwd=ROOT)
@@ -71,10 +80,7 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=raw["tracking"]["mlflow_uri"])
-    runs = client.search_runs([client.get_experiment_by_name("smoke-e2e").experiment_id])
-    parent = next(r for r in runs if r.data.tags.get("medgym.stage") == "pipeline")
-    children = [r for r in runs if r.info.run_id != parent.info.run_id]
-    assert {r.data.tags.get("mlflow.parentRunId") for r in children} == {parent.info.run_id}
+    parent, children = pipeline_runs(client, "smoke-e2e")
     names = {r.info.run_name for r in children}
     assert {"smoke-sft", "smoke-verifier", "smoke-dpo", "smoke-round1-sft", "smoke-round1-dpo", "leaderboard",
             "rollout-round1_test", "register-medgym-agent-smoke"} <= names
