@@ -93,7 +93,7 @@ def world_flow(config: PipelineConfig) -> dict[str, Any]:
                                         condition_on_diagnosis=w.lm.condition_on_diagnosis,
                                         callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
             r = trained.result
-            run.log_metrics({"rows": trained.data.get("rows", 0), "global_step": r.global_step,
+            run.log_metrics({"rows": trained.data["rows"], "global_step": r.global_step,
                              "train_tokens": r.tokens, "tokens_per_s": r.tokens_per_s,
                              **({"train_loss": r.train_loss} if r.train_loss is not None else {})})
         say(f"[world] LM world model trained: {r.global_step} steps, loss {r.train_loss}")
@@ -110,11 +110,10 @@ def world_flow(config: PipelineConfig) -> dict[str, Any]:
     md, js = write_card(reports, PROJECT_ROOT / paths["card"])
     track_card(config, reports, {"cases": len(card_cases), "train_cases": len(train), "seed": w.seed,
                                  "min_values": w.min_values, "lm": w.lm.enabled}, [md, js])
-    for r in reports:
-        for k in ("wasserstein_mean", "variance_ratio_mean", "contradiction_rate"):
-            v = r.metrics().get(k)
-            if v is not None:
-                out[f"{r.model}.{k}"] = round(v, 4)
+    for report in reports:
+        figures = report.metrics()
+        out |= {f"{report.model}.{k}": round(figures[k], 4)
+                for k in ("wasserstein_mean", "variance_ratio_mean", "contradiction_rate") if k in figures}
     return {"card_cases": len(card_cases), **out}
 
 
