@@ -98,6 +98,9 @@ def test_model_sampled_batch_masks_logprobs_and_context_limit(rl_train, rl_world
     check_masks(short, chat)
 
 
-def test_greedy_sampling_is_refused():
-    with pytest.raises(ValueError):
-        TurnSampling(temperature=0)
+def test_greedy_sampling_is_for_evaluation_and_refused_for_grpo():
+    from components.rl.grpo import GRPOSettings
+
+    assert TurnSampling(temperature=0).temperature == 0  # evaluation decodes greedily (components.rl.play)
+    with pytest.raises(ValueError):  # GRPO's samples must differ within a group
+        GRPOSettings(temperature=0)
