@@ -84,16 +84,18 @@ def stage_inputs(plan: Plan, stage: Stage) -> dict[str, Any]:
     return {"registry": cfg.registry.model_dump(mode="json"), "needs": list(stage.needs)}
 
 
+# the keys of a profile's `diag` section each DiagGym stage reads: its key hashes them, DVC lists them as params
+DIAG_SECTIONS: dict[str, tuple[str, ...]] = {
+    "diag_cohort": ("cohort", "out_dir"), "diag_world": ("world", "base_model", "models_dir"),
+    "diag_cold_start": ("cold_start", "env", "base_model", "models_dir"), "diag_grpo": ("grpo", "env", "models_dir"),
+    "diag_evaluate": ("evaluate", "env", "base_model", "dtype"), "diag_register": ("agent_registry", "world_registry")}
+
+
 def diag_inputs(cfg: PipelineConfig, stage: Stage) -> dict[str, Any]:
     d = cfg.diag
     assert d is not None
     dump = d.model_dump(mode="json")
-    section = {"diag_cohort": ["cohort", "out_dir"], "diag_world": ["world", "base_model", "models_dir"],
-               "diag_cold_start": ["cold_start", "env", "base_model", "models_dir"],
-               "diag_grpo": ["grpo", "env", "models_dir"],
-               "diag_evaluate": ["evaluate", "env", "base_model", "dtype"],
-               "diag_register": ["agent_registry", "world_registry"]}[stage.kind]
-    out = {k: dump[k] for k in section}
+    out = {k: dump[k] for k in DIAG_SECTIONS[stage.kind]}
     if stage.kind == "diag_register":
         out["registry"] = cfg.registry.model_dump(mode="json")
     return out
