@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import struct
-from pathlib import Path
 
 import pytest
 import yaml
@@ -52,8 +51,10 @@ def test_a_diag_profile_refuses_the_coding_pipelines_sections():
 
 def test_the_diag_demo_dvc_file_is_its_plan_and_runs_from_the_root():
     cfg = load_config("diag-demo")
-    assert dvc_file(cfg) == Path("pipelines") / "diag-demo" / "dvc.yaml"
+    path = ROOT / dvc_file(cfg)
+    assert path == ROOT / "pipelines" / "diag-demo" / "dvc.yaml"
     text = render(build_plan(cfg), CONFIG_DIR / "diag-demo.yaml", ROOT)
+    assert path.read_text() == text, "stale: run `medgym pipeline dvc --profile diag-demo`"
     stages = yaml.safe_load(text)["stages"]
     assert list(stages) == STAGES[:-1]  # registration writes no data
     assert all(s["wdir"] == "../.." for s in stages.values())
