@@ -23,7 +23,7 @@ from components.pipeline.describe import describe
 from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
-from components.pipeline.state import PipelineState, clear_outputs, stage_key
+from components.pipeline.state import PipelineState, clear_outputs, decide, stage_key
 from components.tracking.tracker import MlflowTracker
 from components.training.datasets import read_manifest
 from components.training.stage import dataset_dir, merged_dir
@@ -80,7 +80,7 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
             keys[stage.name] = key = stage_key(plan, stage, keys, PROJECT_ROOT)
             if only and stage.name not in only:
                 continue
-            decision = "stale" if force else state.decide(stage, key, PROJECT_ROOT)
+            decision = "stale" if force else decide(plan, state, stage, keys, PROJECT_ROOT)
             if decision == "cached":
                 record = state.read(stage.name)
                 report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
@@ -90,13 +90,14 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
                 removed = clear_outputs(stage.outputs, PROJECT_ROOT)
                 if removed:
                     say(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
-            say(f"[{stage.name}] {'resuming' if decision == 'resume' else 'running'}")
+            say(f"[{stage.name}] " + {"resume": "resuming", "extend": "more steps asked: continuing from its last "
+                                      "checkpoint"}.get(decision, "running"))
             state.start(stage.name, key)
             t0 = time.time()
             result = (DIAG_RUNNERS[stage.kind](config=run_cfg) if stage.kind in DIAG_RUNNERS
                       else RUNNERS[stage.kind](plan, run_cfg, stage, report))
             record = state.finish(stage.name, key, t0, result)
-            report[stage.name] = {"status": "ran" if decision != "resume" else "resumed", "wall_s": record.wall_s,
+            report[stage.name] = {"status": {"resume": "resumed", "extend": "extended"}.get(decision, "ran"), "wall_s": record.wall_s,
                                   **result}
             parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
                                 **{f"{stage.name}.{k}": float(v) for k, v in result.items()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from components.pipeline.plan import Plan, Stage
-from components.pipeline.state import PipelineState, stage_key
+from components.pipeline.state import PipelineState, decide, stage_key
 from components.training.stage import DEEPSPEED_DIR, init_model, merged_dir
 
 
@@ -25,7 +25,7 @@ def describe(plan: Plan, state: PipelineState, root: Path) -> list[dict[str, Any
     for stage in plan.stages:
         keys[stage.name] = stage_key(plan, stage, keys, root)
         row: dict[str, Any] = {"stage": stage.name, "kind": stage.kind, "needs": list(stage.needs),
-                               "cache": state.decide(stage, keys[stage.name], root)}
+                               "cache": decide(plan, state, stage, keys, root)}
         row.update(_details(plan, stage, tasks))
         rows.append(row)
     return rows

@@ -4,13 +4,15 @@ A stage's key hashes what decides its result: its part of the profile, the sourc
 keys of the stages it reads. A rerun with the same key finds the stage done and skips it (its outputs must still
 be there); a changed key clears the stage's outputs and runs it again, and with it, through their keys, every
 stage downstream. A stage left `running` (the process was killed) runs again on its outputs: rollouts skip the
-episodes they hold and training resumes from its last checkpoint.
+episodes they hold and training resumes from its last checkpoint. A finished GRPO stage asked for more steps and
+nothing else extends its run from its last checkpoint instead of starting over (`extends`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 import shutil
 import time
 from collections.abc import Iterable, Mapping
@@ -49,7 +51,7 @@ CODE: dict[str, tuple[str, ...]] = {
         "register": ("components/registry.py",),
     }.items()},
 }
-Decision = Literal["cached", "new", "resume", "stale"]
+Decision = Literal["cached", "new", "resume", "extend", "stale"]
 
 
 @cache
@@ -105,6 +107,29 @@ def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path)
     doc = {"stage": stage.name, "kind": stage.kind, "inputs": stage_inputs(plan, stage),
            "code": code_digest(root, CODE[stage.kind]), "upstream": {n: upstream[n] for n in stage.needs}}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def extends(plan: Plan, stage: Stage, record: StageRecord | None, upstream: Mapping[str, str], root: Path) -> bool:
+    """Whether `record` is a finished run of this GRPO stage that took fewer optimizer steps than the profile now
+    asks for, everything else the same: its key equals the stage's key with `steps` set to the steps it took.
+    GRPO runs at a constant learning rate and its checkpoints hold the optimizer, scheduler and RNG states, so
+    continuing to the new count trains the run a fresh one with that count would have trained."""
+    if stage.kind != "diag_grpo" or record is None or record.status != "done" or plan.cfg.diag is None:
+        return False
+    took, grpo = record.result.get("global_step"), plan.cfg.diag.grpo
+    if not isinstance(took, int) or not 0 < took < grpo.settings.steps:
+        return False
+    shorter = grpo.model_copy(update={"settings": grpo.settings.model_copy(update={"steps": took})})
+    cfg = plan.cfg.model_copy(update={"diag": plan.cfg.diag.model_copy(update={"grpo": shorter})})
+    return stage_key(replace(plan, cfg=cfg), stage, upstream, root) == record.key
+
+
+def decide(plan: Plan, state: PipelineState, stage: Stage, keys: Mapping[str, str], root: Path) -> Decision:
+    """What a run does with `stage` (its key in `keys`): skip it, run it, resume it, extend it or clear and rerun."""
+    decision = state.decide(stage, keys[stage.name], root)
+    if decision == "stale" and extends(plan, stage, state.read(stage.name), keys, root):
+        return "extend"
+    return decision
 
 
 class StageRecord(BaseModel):

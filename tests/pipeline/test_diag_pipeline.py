@@ -14,7 +14,7 @@ import yaml
 from components.config import CONFIG_DIR, PipelineConfig, load_config
 from components.pipeline.dvc import dvc_file, render
 from components.pipeline.plan import PlanError, build_plan
-from components.pipeline.state import stage_key
+from components.pipeline.state import PipelineState, decide, stage_key
 from tests.conftest import ROOT
 from tests.pipeline.test_pipeline_smoke import medgym, pipeline_runs, result_of
 
@@ -67,11 +67,34 @@ def test_the_diag_demo_dvc_file_is_its_plan_and_runs_from_the_root():
 def test_a_changed_grpo_setting_changes_the_keys_of_grpo_and_what_reads_it_only():
     cfg = load_config("diag-demo")
     before = keys(cfg)
-    settings = cfg.diag.grpo.settings.model_copy(update={"steps": cfg.diag.grpo.settings.steps + 1})
-    changed = cfg.model_copy(update={"diag": cfg.diag.model_copy(update={
-        "grpo": cfg.diag.grpo.model_copy(update={"settings": settings})})})
-    after = keys(changed)
+    after = keys(with_grpo(cfg, steps=cfg.diag.grpo.settings.steps + 1))
     assert [n for n in STAGES if before[n] != after[n]] == ["grpo", "evaluate", "register"]
+
+
+def with_grpo(cfg: PipelineConfig, **update) -> PipelineConfig:
+    settings = cfg.diag.grpo.settings.model_copy(update=update)
+    return cfg.model_copy(update={"diag": cfg.diag.model_copy(update={
+        "grpo": cfg.diag.grpo.model_copy(update={"settings": settings})})})
+
+
+def test_a_finished_grpo_run_asked_for_more_steps_is_extended_and_anything_else_starts_over(tmp_path):
+    cfg = load_config("diag-demo")
+    steps = cfg.diag.grpo.settings.steps
+    state = PipelineState(tmp_path)
+    ran = keys(cfg)
+    state.finish("grpo", ran["grpo"], 0.0, {"global_step": steps})
+
+    def decision(changed: PipelineConfig) -> str:
+        plan = build_plan(changed)
+        return decide(plan, state, plan["grpo"], keys(changed), ROOT)
+
+    assert decision(with_grpo(cfg, steps=steps * 2)) == "extend"
+    assert decision(with_grpo(cfg, steps=steps - 1)) == "stale"  # fewer steps: the run is not a prefix of it
+    assert decision(with_grpo(cfg, steps=steps * 2, learning_rate=1e-6)) == "stale"
+    state.finish("grpo", ran["grpo"], 0.0, {})  # a run that did not say how far it got
+    assert decision(with_grpo(cfg, steps=steps * 2)) == "stale"
+    state.start("grpo", ran["grpo"])  # killed while running: resumed on its own key, never extended
+    assert decision(with_grpo(cfg, steps=steps * 2)) == "stale"
 
 
 def diag_smoke_profile(tmp_path):
