@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 import shutil
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -115,6 +115,8 @@ def extends(plan: Plan, stage: Stage, record: StageRecord | None, upstream: Mapp
     GRPO runs at a constant learning rate and its checkpoints hold the optimizer, scheduler and RNG states, so
     continuing to the new count trains the run a fresh one with that count would have trained."""
     if stage.kind != "diag_grpo" or record is None or record.status != "done" or plan.cfg.diag is None:
+        return False
+    if not any(True for out in stage.outputs for _ in (root / out).glob("checkpoint-*")):  # nothing to carry on from
         return False
     took, grpo = record.result.get("global_step"), plan.cfg.diag.grpo
     if not isinstance(took, int) or not 0 < took < grpo.settings.steps:

@@ -1,7 +1,8 @@
 """DiagGym as pipeline profiles: the plan of a `diag` profile (cohort → world → cold_start → grpo → evaluate →
 register), its DVC file, which stages a changed setting reruns, and (slow) diag-smoke end to end through the CLI:
 every stage a Prefect flow nested in one MLflow run, the world-model card and the evaluation report with figures
-in reports/, both models registered, a rerun from the cache, a changed GRPO setting rerunning only what it feeds."""
+in reports/, both models registered, a rerun from the cache, a GRPO run extended by more steps, a changed GRPO
+setting rerunning only what it feeds."""
 
 from __future__ import annotations
 
@@ -78,9 +79,10 @@ def with_grpo(cfg: PipelineConfig, **update) -> PipelineConfig:
 
 
 def test_a_finished_grpo_run_asked_for_more_steps_is_extended_and_anything_else_starts_over(tmp_path):
-    cfg = load_config("diag-demo")
+    demo = load_config("diag-demo")
+    cfg = demo.model_copy(update={"diag": demo.diag.model_copy(update={"models_dir": tmp_path / "models"})})
     steps = cfg.diag.grpo.settings.steps
-    state = PipelineState(tmp_path)
+    state = PipelineState(tmp_path / "state")
     ran = keys(cfg)
     state.finish("grpo", ran["grpo"], 0.0, {"global_step": steps})
 
@@ -88,6 +90,8 @@ def test_a_finished_grpo_run_asked_for_more_steps_is_extended_and_anything_else_
         plan = build_plan(changed)
         return decide(plan, state, plan["grpo"], keys(changed), ROOT)
 
+    assert decision(with_grpo(cfg, steps=steps * 2)) == "stale"  # no checkpoint to carry on from
+    (tmp_path / "models" / "grpo" / f"checkpoint-{steps}").mkdir(parents=True)
     assert decision(with_grpo(cfg, steps=steps * 2)) == "extend"
     assert decision(with_grpo(cfg, steps=steps - 1)) == "stale"  # fewer steps: the run is not a prefix of it
     assert decision(with_grpo(cfg, steps=steps * 2, learning_rate=1e-6)) == "stale"
@@ -164,6 +168,17 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
     assert again.returncode == 0, again.stderr[-4000:]
     assert all(s["status"] == "cached" for s in result_of(again)["stages"].values())
 
+    raw["diag"]["grpo"]["settings"]["steps"] = 3  # one more step: the finished run carries on from its checkpoint
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    longer = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert longer.returncode == 0, longer.stderr[-4000:]
+    stages = result_of(longer)["stages"]
+    assert {n: s["status"] for n, s in stages.items()} == {
+        "cohort": "cached", "world": "cached", "cold_start": "cached", "grpo": "extended", "evaluate": "ran",
+        "register": "ran"}
+    assert "[grpo] more steps asked: continuing from its last checkpoint" in longer.stderr
+    assert stages["grpo"]["global_step"] == 3 and stages["grpo"]["episodes"] == 3 * 2  # the first two steps kept
+
     raw["diag"]["grpo"]["settings"]["learning_rate"] = 2e-5
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     third = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
@@ -171,4 +186,5 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
     status = {n: s["status"] for n, s in result_of(third)["stages"].items()}
     assert status == {"cohort": "cached", "world": "cached", "cold_start": "cached", "grpo": "ran",
                       "evaluate": "ran", "register": "ran"}
-    assert str(client.get_model_version("medgym-diag-agent-smoke", "2").version) == "2"
+    assert result_of(third)["stages"]["grpo"]["episodes"] == 3 * 2  # cleared, then trained anew
+    assert str(client.get_model_version("medgym-diag-agent-smoke", "3").version) == "3"
