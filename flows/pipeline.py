@@ -51,6 +51,11 @@ def load_plan(profile: str, only: list[str] | None = None) -> Plan:
     return plan
 
 
+# how a run says what it does with a stage that is not cached, while and after: (progress line, report status)
+WORDS = {"resume": ("resuming", "resumed"), "extend": ("more steps asked: continuing from its last checkpoint",
+                                                      "extended")}
+
+
 @flow(name="medgym-pipeline", log_prints=True)
 def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run: bool = False,
                   force: bool = False) -> dict[str, Any]:
@@ -90,15 +95,14 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
                 removed = clear_outputs(stage.outputs, PROJECT_ROOT)
                 if removed:
                     say(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
-            say(f"[{stage.name}] " + {"resume": "resuming", "extend": "more steps asked: continuing from its last "
-                                      "checkpoint"}.get(decision, "running"))
+            doing, done = WORDS.get(decision, ("running", "ran"))
+            say(f"[{stage.name}] {doing}")
             state.start(stage.name, key)
             t0 = time.time()
             result = (DIAG_RUNNERS[stage.kind](config=run_cfg) if stage.kind in DIAG_RUNNERS
                       else RUNNERS[stage.kind](plan, run_cfg, stage, report))
             record = state.finish(stage.name, key, t0, result)
-            report[stage.name] = {"status": {"resume": "resumed", "extend": "extended"}.get(decision, "ran"), "wall_s": record.wall_s,
-                                  **result}
+            report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
             parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
                                 **{f"{stage.name}.{k}": float(v) for k, v in result.items()
                                    if isinstance(v, (int, float)) and not isinstance(v, bool)}})

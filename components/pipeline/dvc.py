@@ -54,7 +54,6 @@ PLOTS = ("success.png", "success_by_domain.png", "taxonomy.png")  # the leaderbo
 DIAG_PLOTS = ("accuracy.png", "exam_f1.png")  # the diag evaluation's figures
 
 
-
 def _params(plan: Plan, stage: Stage, raw: dict[str, Any]) -> list[str]:
     def present(key: str) -> bool:
         node: Any = raw

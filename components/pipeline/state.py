@@ -116,8 +116,9 @@ def extends(plan: Plan, stage: Stage, record: StageRecord | None, upstream: Mapp
     continuing to the new count trains the run a fresh one with that count would have trained."""
     if stage.kind != "diag_grpo" or record is None or record.status != "done" or plan.cfg.diag is None:
         return False
-    checkpoints = [p for out in stage.outputs for p in (root / out).glob("checkpoint-*") if p.is_dir()]
-    if not checkpoints:  # nothing to carry on from
+    from components.training.trainers import last_checkpoint  # what train_grpo resumes from: complete ones only
+
+    if not any(last_checkpoint(root / out) for out in stage.outputs):  # nothing to carry on from
         return False
     took, grpo = record.result.get("global_step"), plan.cfg.diag.grpo
     if not isinstance(took, int) or not 0 < took < grpo.settings.steps:

@@ -91,7 +91,10 @@ def test_a_finished_grpo_run_asked_for_more_steps_is_extended_and_anything_else_
         return decide(plan, state, plan["grpo"], keys(changed), ROOT)
 
     assert decision(with_grpo(cfg, steps=steps * 2)) == "stale"  # no checkpoint to carry on from
-    (tmp_path / "models" / "grpo" / f"checkpoint-{steps}").mkdir(parents=True)
+    checkpoint = tmp_path / "models" / "grpo" / f"checkpoint-{steps}"
+    checkpoint.mkdir(parents=True)
+    assert decision(with_grpo(cfg, steps=steps * 2)) == "stale"  # half-written: the trainer writes its state last
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": steps}))
     assert decision(with_grpo(cfg, steps=steps * 2)) == "extend"
     assert decision(with_grpo(cfg, steps=steps - 1)) == "stale"  # fewer steps: the run is not a prefix of it
     assert decision(with_grpo(cfg, steps=steps * 2, learning_rate=1e-6)) == "stale"
