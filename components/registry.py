@@ -12,6 +12,8 @@ MLflow run (`register-<name>`) and stores the candidate's success per task there
 holds its `runs:/<run_id>/evaluation/task_success.json` URI, which the next registration reads back. The
 evidence lives in the tracking store beside the model, not in a rollout folder that may be moved or pruned;
 `medgym.eval.reference` keeps where the episodes came from (a rollout folder, a report) for people to follow.
+`medgym.eval.metric` names what the per-task figures measure (`success` unless said otherwise, e.g. a diagnostic
+agent's exam F1): a candidate is only ever paired with an evaluation on the same metric.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from components.tracking.tracker import mlflow_key
 TASK_SUCCESS_DIR = "evaluation"
 TASK_SUCCESS_FILE = "task_success.json"
 TASK_SUCCESS_TAG = "medgym.eval.task_success"
+METRIC_TAG = "medgym.eval.metric"
+DEFAULT_METRIC = "success"  # what versions registered before the metric was named were evaluated on
 TAG_VALUE_MAX = 5000  # the registry's limit on a model version tag's value
 
 
@@ -40,7 +44,11 @@ class Evaluation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_success: dict[str, float] = Field(description="task id -> share of its finished episodes that are correct")
+    task_success: dict[str, float] = Field(description="task id -> its score on `metric`, in [0, 1]: by default the "
+                                                       "share of its finished episodes that are correct")
+    metric: str = Field(default=DEFAULT_METRIC, min_length=1,
+                        description="what `task_success` measures per task; only evaluations on the same metric are "
+                                    "compared")
     reference: str | None = Field(default=None, description="where the episodes are: a rollout folder, a report")
     scores: dict[str, float] = Field(default_factory=dict, description="summary figures to tag, e.g. pass@1")
 
@@ -117,11 +125,11 @@ def compare_to(candidate: Evaluation, reference: Evaluation, against: Literal["c
                       reference_only=len(set(b) - set(a)))
 
 
-def explain(c: Comparison) -> str:
+def explain(c: Comparison, metric: str = DEFAULT_METRIC) -> str:
     who = f"champion v{c.against_version}" if c.against == "champion" else "the baseline"
     verdict = (f"lower bound {c.low:+.4f} > margin {c.margin:+.4f}: promoted" if c.supported
                else f"lower bound {c.low:+.4f} <= margin {c.margin:+.4f}: not supported")
-    return (f"candidate − {who} success {c.difference:+.4f}, 95% CI [{c.low:+.4f}, {c.high:+.4f}] over "
+    return (f"candidate − {who} {metric} {c.difference:+.4f}, 95% CI [{c.low:+.4f}, {c.high:+.4f}] over "
             f"{len(c.tasks)} shared tasks ({c.candidate_only} candidate-only, {c.reference_only} "
             f"{c.against}-only): {verdict}")
 
@@ -169,7 +177,8 @@ def read_task_success(version: Any, tracking_uri: str) -> Evaluation | None:
     with tempfile.TemporaryDirectory() as tmp:
         path = mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=tmp, tracking_uri=tracking_uri)
         task_success = json.loads(Path(path).read_text(encoding="utf-8"))
-    return Evaluation(task_success=task_success, reference=version.tags.get("medgym.eval.reference"))
+    return Evaluation(task_success=task_success, reference=version.tags.get("medgym.eval.reference"),
+                      metric=version.tags.get(METRIC_TAG, DEFAULT_METRIC))
 
 
 def _decide(candidate: Evaluation, champion: Any | None, champion_eval: Evaluation | None,
@@ -183,19 +192,24 @@ def _decide(candidate: Evaluation, champion: Any | None, champion_eval: Evaluati
         reference, against, version = baseline, "baseline", None
     else:
         return None, "no champion and no baseline evaluation: nothing supports a promotion"
+    if reference.metric != candidate.metric:  # a per-task accuracy paired with a per-task F1 would mean nothing
+        who = f"champion v{version}" if version else "the baseline"
+        return None, (f"the candidate was evaluated on {candidate.metric}, {who} on {reference.metric}: not "
+                      "comparable, so no promotion")
     try:
         comparison = compare_to(candidate, reference, against, config, version)  # type: ignore[arg-type]
     except ValueError:
         return None, (f"the candidate shares no task with the {against}'s evaluation ({len(candidate.task_success)} "
                       f"vs {len(reference.task_success)} tasks): evaluate both on the same split, limit and seed")
-    return comparison, explain(comparison)
+    return comparison, explain(comparison, candidate.metric)
 
 
 def _tags(candidate: Evaluation, data_versions: Mapping[str, str], commit: str, dirty: bool,
           comparison: Comparison | None, alias: str, reason: str, task_success_uri: str) -> dict[str, str]:
     tags = {f"medgym.data.{k}": v for k, v in data_versions.items()}
     tags |= {"medgym.git.commit": commit, "medgym.git.dirty": str(dirty).lower(),
-             "medgym.eval.success": f"{candidate.success:.6f}", "medgym.eval.tasks": str(len(candidate.task_success)),
+             "medgym.eval.success": f"{candidate.success:.6f}", METRIC_TAG: candidate.metric,
+             "medgym.eval.tasks": str(len(candidate.task_success)),
              TASK_SUCCESS_TAG: task_success_uri, "medgym.decision": alias, "medgym.decision.reason": reason}
     tags |= {f"medgym.eval.{k}": f"{v:.6g}" for k, v in candidate.scores.items()}
     if candidate.reference:

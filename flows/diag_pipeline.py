@@ -218,19 +218,22 @@ def evaluate_flow(config: PipelineConfig) -> dict[str, Any]:
     return {"cases": len(held), "report": _shown(files[1]), **headline}
 
 
-def case_accuracy(episodes: list[Episode]) -> dict[str, float]:
-    """Per case, the share of its episodes whose diagnosis was right: what a registration pairs two agents on."""
-    by_case: dict[str, list[bool]] = {}
+def case_scores(episodes: list[Episode], metric: str) -> dict[str, float]:
+    """Per case, the mean over its episodes of `metric` (accuracy: diagnosed right; exam_f1: the exam F1): what a
+    registration pairs two agents on."""
+    by_case: dict[str, list[float]] = {}
     for ep in episodes:
-        by_case.setdefault(ep.task_id, []).append(outcome_of(ep).correct)
+        o = outcome_of(ep)
+        by_case.setdefault(ep.task_id, []).append(float(o.correct) if metric == "accuracy" else o.exams.f1)
     return {c: sum(v) / len(v) for c, v in by_case.items()}
 
 
 @flow(name="diag-register", log_prints=True)
 def register_flow(config: PipelineConfig) -> dict[str, Any]:
     """The GRPO agent as `agent_registry` (champion only when it beats the cold start, or the champion, on
-    diagnosis accuracy per case by its interval), and the LM world model as `world_registry` (against the
-    statistical model, on each held-out case's share of results that do not contradict its diagnosis)."""
+    `register_on` per case by its interval: diagnosis accuracy or exam F1), and the LM world model as
+    `world_registry` (against the statistical model, on each held-out case's share of results that do not
+    contradict its diagnosis)."""
     d, paths = _settings(config), diag_paths(config)
     cases_path = PROJECT_ROOT / paths["cohort"] / "cases.jsonl"
     versions = dvc_versions(PROJECT_ROOT, dvc_file(config).with_name("dvc.lock"))
@@ -239,11 +242,13 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
     grpo, cold = load_episodes(played / "grpo.jsonl"), load_episodes(played / "cold_start.jsonl")
     report = json.loads((PROJECT_ROOT / paths["evaluate"] / "report.json").read_text(encoding="utf-8"))
     summary = next(a for a in report["agents"] if a["agent"] == "grpo")
-    candidate = Evaluation(task_success=case_accuracy(grpo), reference=str(played / "grpo.jsonl"),
+    candidate = Evaluation(task_success=case_scores(grpo, d.register_on), reference=str(played / "grpo.jsonl"),
+                           metric=d.register_on,
                            scores={m: summary["metrics"][m]["value"] for m in ("accuracy", "f1_mean", "avg_turns")})
     agent = register(config.registry.model_copy(update={"name": d.agent_registry}), config.tracking, candidate,
                      model_dir=PROJECT_ROOT / paths["grpo"] / MERGED,
-                     baseline=Evaluation(task_success=case_accuracy(cold), reference=str(played / "cold_start.jsonl")),
+                     baseline=Evaluation(task_success=case_scores(cold, d.register_on), metric=d.register_on,
+                                         reference=str(played / "cold_start.jsonl")),
                      data_versions=versions, project_root=PROJECT_ROOT)
     say(f"[register] {agent.name} v{agent.version} -> {agent.alias}: {agent.reason}")
     out: dict[str, Any] = {"alias": agent.alias, "version": agent.version, "promoted": agent.promoted}
@@ -253,9 +258,10 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
         lm, stat = card["lm"], card["statistical"]
         world = register(config.registry.model_copy(update={"name": d.world_registry}), config.tracking,
                          Evaluation(task_success=lm.case_consistency, reference=str(paths["card"] / "card.json"),
+                                    metric="consistency",
                                     scores={k: v for k, v in lm.metrics().items() if k != "seconds"}),
                          model_dir=lm_dir, data_versions=versions, project_root=PROJECT_ROOT,
-                         baseline=Evaluation(task_success=stat.case_consistency,
+                         baseline=Evaluation(task_success=stat.case_consistency, metric="consistency",
                                              reference=str(paths["card"] / "card.json")))
         say(f"[register] {world.name} v{world.version} -> {world.alias}: {world.reason}")
         out |= {"world_alias": world.alias, "world_version": world.version}

@@ -130,6 +130,33 @@ def test_the_flow_holds_back_a_win_the_margin_does_not_cover_and_a_first_model_w
     assert len(tags["medgym.data.rollout.sft-test"]) == 64 and "medgym.data.rollout.base-test" in tags
 
 
+def test_a_candidate_is_only_paired_with_a_champion_or_baseline_evaluated_on_the_same_metric(store):
+    """A per-task accuracy against a per-task exam F1 would be a difference of unlike things: no promotion on it,
+    however large; the metric is tagged and read back, and the next candidate on the champion's metric pairs."""
+    from mlflow.tracking import MlflowClient
+
+    tracking, uri = store
+    cfg = RegistryConfig(name="metric")
+    f1 = {f"t{i:02d}": 0.1 for i in range(TASKS)}
+    one = register(cfg, tracking, Evaluation(task_success={t: 0.9 for t in f1}, metric="exam_f1"), model_uri=uri,
+                   baseline=Evaluation(task_success=f1, metric="exam_f1"))
+    assert one.promoted and "exam_f1 +0.8000" in one.reason
+    assert MlflowClient(tracking_uri=tracking.mlflow_uri).get_model_version("metric", "1").tags[
+        "medgym.eval.metric"] == "exam_f1"
+
+    acc = register(cfg, tracking, Evaluation(task_success={t: 1.0 for t in f1}, metric="accuracy"), model_uri=uri)
+    assert acc.alias == "challenger" and acc.comparison is None
+    assert acc.reason == ("the candidate was evaluated on accuracy, champion v1 on exam_f1: not comparable, "
+                          "so no promotion")
+    unlike_baseline = register(RegistryConfig(name="metric-b"), tracking, Evaluation(task_success=f1), model_uri=uri,
+                               baseline=Evaluation(task_success={t: 0.0 for t in f1}, metric="accuracy"))
+    assert unlike_baseline.comparison is None and "the baseline on accuracy" in unlike_baseline.reason
+
+    same = register(cfg, tracking, Evaluation(task_success={t: 0.95 for t in f1}, metric="exam_f1"), model_uri=uri)
+    assert same.comparison is not None and same.comparison.against_version == "1"
+    assert same.comparison.difference == pytest.approx(0.05)
+
+
 def test_an_evaluation_refuses_success_outside_the_unit_interval_and_an_empty_one():
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         Evaluation(task_success={"t": 1.5})

@@ -12,6 +12,7 @@ trained, measured and registered for the users who serve it as the environment (
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -80,4 +81,7 @@ class DiagSettings(_Strict):
     grpo: GRPOStage = Field(default_factory=GRPOStage)
     evaluate: EvaluateStage = Field(default_factory=EvaluateStage)
     agent_registry: str = Field(default="medgym-diag-agent", description="registered name of the GRPO agent")
+    register_on: Literal["accuracy", "exam_f1"] = Field(
+        default="accuracy", description="the per-case figure the GRPO agent is paired with the cold start (or the "
+        "champion) on: the share of its episodes diagnosed right, or their mean exam F1")
     world_registry: str = Field(default="medgym-diag-world", description="registered name of the LM world model")

@@ -116,5 +116,5 @@ def _diag_details(plan: Plan, stage: Stage) -> dict[str, Any]:
         e = d.evaluate
         return {"what": f"{', '.join(e.baselines)}, {'untrained, ' if e.untrained else ''}cold_start, grpo on held-out "
                         "cases", "cases": e.cases or "all", "samples": e.samples, "temperature": e.temperature, **out}
-    return {"what": f"register grpo as {d.agent_registry}"
+    return {"what": f"register grpo as {d.agent_registry} (on per-case {d.register_on})"
                     + (f", the LM world model as {d.world_registry}" if d.world.lm.enabled else "")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from components.diag.env import DiagEnv
@@ -44,3 +46,20 @@ def test_summary_from_episodes(test_cases):
     assert outcome_of(episodes[0]).case_id == test_cases[0].case_id
     with pytest.raises(ValueError, match="not a finished diagnostic episode"):
         outcome_of(Episode(episode_id="x#0", task_id="x", first_observation="p"))
+
+
+def test_a_registration_pairs_agents_per_case_on_accuracy_or_exam_f1(test_cases):
+    from flows.diag_pipeline import case_scores
+
+    env = DiagEnv(RecordedWorldModel())
+    case = test_cases[0]
+    episodes = []
+    for i, diagnosis in enumerate([case.diagnosis, "not a disease"]):  # two samples of one case: right, then wrong
+        env.reset(case, i)
+        env.step(json.dumps({"type": "order_exams", "exams": case.key_exams[:1]}))
+        env.step(f"Final diagnosis: {diagnosis}")
+        episodes.append(env.episode)
+    f1 = exam_scores(case.key_exams[:1], case.key_exams).f1
+    assert 0 < f1 < 1
+    assert case_scores(episodes, "accuracy") == {case.case_id: 0.5}
+    assert case_scores(episodes, "exam_f1") == {case.case_id: pytest.approx(f1)}

@@ -72,6 +72,14 @@ def test_a_changed_grpo_setting_changes_the_keys_of_grpo_and_what_reads_it_only(
     assert [n for n in STAGES if before[n] != after[n]] == ["grpo", "evaluate", "register"]
 
 
+def test_what_the_agent_is_registered_on_changes_the_registration_key_only():
+    cfg = load_config("diag-smoke")
+    assert cfg.diag.register_on == "accuracy"
+    on_f1 = cfg.model_copy(update={"diag": cfg.diag.model_copy(update={"register_on": "exam_f1"})})
+    before, after = keys(cfg), keys(on_f1)
+    assert [n for n in STAGES if before[n] != after[n]] == ["register"]
+
+
 def with_grpo(cfg: PipelineConfig, **update) -> PipelineConfig:
     settings = cfg.diag.grpo.settings.model_copy(update=update)
     return cfg.model_copy(update={"diag": cfg.diag.model_copy(update={
@@ -166,6 +174,8 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
         version = client.get_model_version(name, "1")
         assert version.tags["medgym.decision"] in ("champion", "challenger")
         assert version.tags["medgym.data.cases"] and int(version.tags["medgym.eval.tasks"]) > 0
+    assert client.get_model_version("medgym-diag-agent-smoke", "1").tags["medgym.eval.metric"] == "accuracy"
+    assert client.get_model_version("medgym-diag-world-smoke", "1").tags["medgym.eval.metric"] == "consistency"
 
     again = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
     assert again.returncode == 0, again.stderr[-4000:]
@@ -191,3 +201,18 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
                       "evaluate": "ran", "register": "ran"}
     assert result_of(third)["stages"]["grpo"]["episodes"] == 3 * 2  # cleared, then trained anew
     assert str(client.get_model_version("medgym-diag-agent-smoke", "3").version) == "3"
+
+    champion = client.get_registered_model("medgym-diag-agent-smoke").aliases.get("champion")
+    raw["diag"]["register_on"] = "exam_f1"  # what the agent is paired on: the registration alone reruns
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    fourth = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert fourth.returncode == 0, fourth.stderr[-4000:]
+    status = {n: s["status"] for n, s in result_of(fourth)["stages"].items()}
+    assert status == {**{n: "cached" for n in STAGES[:-1]}, "register": "ran"}
+    v4 = client.get_model_version("medgym-diag-agent-smoke", "4")
+    assert v4.tags["medgym.eval.metric"] == "exam_f1"
+    if champion is None:  # paired with the cold start's exam F1
+        assert v4.description.startswith("candidate − the baseline exam_f1 ")
+    else:  # a champion promoted on accuracy is not paired with an exam F1
+        assert v4.description == (f"the candidate was evaluated on exam_f1, champion v{champion} on accuracy: not "
+                                  "comparable, so no promotion")
