@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from prefect import flow
 
@@ -218,9 +218,11 @@ def evaluate_flow(config: PipelineConfig) -> dict[str, Any]:
     return {"cases": len(held), "report": _shown(files[1]), **headline}
 
 
-def case_scores(episodes: list[Episode], metric: str) -> dict[str, float]:
+def case_scores(episodes: list[Episode], metric: Literal["accuracy", "exam_f1"]) -> dict[str, float]:
     """Per case, the mean over its episodes of `metric` (accuracy: diagnosed right; exam_f1: the exam F1): what a
     registration pairs two agents on."""
+    if metric not in ("accuracy", "exam_f1"):
+        raise ValueError(f"no per-case figure {metric!r}: accuracy or exam_f1")
     by_case: dict[str, list[float]] = {}
     for ep in episodes:
         o = outcome_of(ep)

@@ -90,7 +90,8 @@ def stage_inputs(plan: Plan, stage: Stage) -> dict[str, Any]:
 DIAG_SECTIONS: dict[str, tuple[str, ...]] = {
     "diag_cohort": ("cohort", "out_dir"), "diag_world": ("world", "base_model", "models_dir"),
     "diag_cold_start": ("cold_start", "env", "base_model", "models_dir"), "diag_grpo": ("grpo", "env", "models_dir"),
-    "diag_evaluate": ("evaluate", "env", "base_model", "dtype"), "diag_register": ("agent_registry", "world_registry", "register_on")}
+    "diag_evaluate": ("evaluate", "env", "base_model", "dtype"),
+    "diag_register": ("agent_registry", "world_registry", "register_on")}
 
 
 def diag_inputs(cfg: PipelineConfig, stage: Stage) -> dict[str, Any]:

@@ -63,3 +63,5 @@ def test_a_registration_pairs_agents_per_case_on_accuracy_or_exam_f1(test_cases)
     assert 0 < f1 < 1
     assert case_scores(episodes, "accuracy") == {case.case_id: 0.5}
     assert case_scores(episodes, "exam_f1") == {case.case_id: pytest.approx(f1)}
+    with pytest.raises(ValueError, match="no per-case figure"):
+        case_scores(episodes, "f1")
