@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow
 
@@ -19,7 +20,7 @@ from components.common.io import atomic_write
 from components.config import PipelineConfig
 from components.diag.evaluate import build_report, run_agent, single_turn, write_evaluation
 from components.diag.fidelity import evaluate_fidelity, load_card, write_card
-from components.diag.metrics import outcome_of
+from components.diag.metrics import CaseOutcome, outcome_of
 from components.diag.pipeline_config import DiagSettings
 from components.diag.plots import write_plots
 from components.diag.record import Case, load_cases
@@ -218,15 +219,18 @@ def evaluate_flow(config: PipelineConfig) -> dict[str, Any]:
     return {"cases": len(held), "report": _shown(files[1]), **headline}
 
 
-def case_scores(episodes: list[Episode], metric: Literal["accuracy", "exam_f1"]) -> dict[str, float]:
-    """Per case, the mean over its episodes of `metric` (accuracy: diagnosed right; exam_f1: the exam F1): what a
-    registration pairs two agents on."""
-    if metric not in ("accuracy", "exam_f1"):
-        raise ValueError(f"no per-case figure {metric!r}: accuracy or exam_f1")
+# what a registration can pair two diagnostic agents on, per episode; a case scores the mean over its episodes
+CASE_FIGURES: dict[str, Callable[[CaseOutcome], float]] = {"accuracy": lambda o: float(o.correct),
+                                                          "exam_f1": lambda o: o.exams.f1}
+
+
+def case_scores(episodes: list[Episode], metric: str) -> dict[str, float]:
+    """Per case, the mean over its episodes of `metric`, one of CASE_FIGURES."""
+    if metric not in CASE_FIGURES:
+        raise ValueError(f"no per-case figure {metric!r}: one of {', '.join(CASE_FIGURES)}")
     by_case: dict[str, list[float]] = {}
     for ep in episodes:
-        o = outcome_of(ep)
-        by_case.setdefault(ep.task_id, []).append(float(o.correct) if metric == "accuracy" else o.exams.f1)
+        by_case.setdefault(ep.task_id, []).append(CASE_FIGURES[metric](outcome_of(ep)))
     return {c: sum(v) / len(v) for c, v in by_case.items()}
 
 
