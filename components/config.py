@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from components.common.io import RecordError
 from components.diag.pipeline_config import DiagSettings
@@ -67,12 +67,16 @@ class RegistryConfig(_Strict):
     """Where models are registered and what a promotion needs."""
 
     name: str = Field(default="medgym-agent", min_length=1, description="the registered model's name")
-    margin: float = Field(default=0.0, description="the 95% lower bound of candidate − champion must exceed it")
+    margin: float = Field(default=0.0, description="the observed mean candidate − reference must also exceed it")
     champion_alias: str = "champion"
     challenger_alias: str = "challenger"
     # the same defaults as `components.evaluation.report.compare`, so a registry decision and an eval report agree
     n_boot: int = Field(default=2000, ge=1)
     seed: int = 0
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0,
+                         description="the one-sided level of the paired test, spent over the looks at one champion")
+    min_discordant: int = Field(default=5, ge=0, description="tasks on which the two disagree, needed before any promotion")
+    n_perm: int = Field(default=20000, ge=1, description="sign flips of the Monte Carlo permutation test (fractional scores)")
 
 
 class RolloutProfile(_Strict):
@@ -137,6 +141,16 @@ class PipelineConfig(_Strict):
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
     # DiagGym's stages (components/diag/pipeline_config.py): a profile with this section runs them instead
     diag: DiagSettings | None = None
+    # the YAML file it was loaded from, so that an error can name it (None: a profile built in code)
+    _path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str:
+        """The profile as an error names it: its file (relative to the project where it lies inside it), else its name."""
+        if self._path is None:
+            return f"profile {self.profile}"
+        root = CONFIG_DIR.parent
+        return str(self._path.relative_to(root)) if self._path.is_relative_to(root) else str(self._path)
 
     def collection(self, name: str) -> CollectionConfig:
         if name not in self.rollouts:
@@ -171,7 +185,9 @@ def load_config(profile_or_path: str | Path) -> PipelineConfig:
         raise FileNotFoundError(f"no config {path}; profiles: {', '.join(known)}")
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     try:
-        return PipelineConfig.model_validate(raw)
+        cfg = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise RecordError(path, None, ".".join(str(p) for p in err["loc"]), err["msg"]) from None
+    cfg._path = path.resolve()
+    return cfg

@@ -29,7 +29,8 @@ from components.envs.episode import Episode, load_episodes
 from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import diag_paths
 from components.pipeline.provenance import dvc_versions
-from components.registry import Evaluation, register
+from components.registry import Evaluation, case_hashes, flat, register
+from components.registry.content import tasks_digest
 from components.tracking.tracker import mlflow_key
 from components.tracking.training import MlflowStepLogger, flatten, training_run
 from flows.diag import build_cohort_stage, track_card, track_stage
@@ -234,41 +235,64 @@ def case_scores(episodes: list[Episode], metric: str) -> dict[str, float]:
     return {c: sum(v) / len(v) for c, v in by_case.items()}
 
 
+def _evaluation(scores: dict[str, float], hashes: dict[str, str], conditions: dict[str, Any], metric: str,
+                reference: str, summary: dict[str, float] | None = None) -> Evaluation:
+    """Per-case scores as a registry evaluation, with the content hash of each case scored."""
+    return Evaluation(task_success=scores, task_hashes={c: hashes[c] for c in scores}, conditions=conditions,
+                      metric=metric, reference=reference, scores=summary or {})
+
+
+def _played_under(d: DiagSettings, world_fit: str) -> dict[str, Any]:
+    """What a diagnostic agent's held-out scores depend on besides the agent: the environment's settings, the world
+    (the statistical model's fit and the evaluation's seed, which also seeds the draws), samples per case and the
+    models' sampling."""
+    e = d.evaluate
+    return {**flat(d.env.model_dump(mode="json")), "samples": e.samples, "temperature": e.temperature,
+            "max_new_tokens": e.max_new_tokens, "max_context": d.grpo.settings.max_context, "seed": e.seed,
+            "split": "test", "world_fit": world_fit}
+
+
 @flow(name="diag-register", log_prints=True)
 def register_flow(config: PipelineConfig) -> dict[str, Any]:
-    """The GRPO agent as `agent_registry` (champion only when it beats the cold start, or the champion, on
-    `register_on` per case by its interval: diagnosis accuracy or exam F1), and the LM world model as
+    """The GRPO agent as `agent_registry` (champion only when the paired test on `register_on` per case, diagnosis
+    accuracy or exam F1, supports it against the cold start or the champion), and the LM world model as
     `world_registry` (against the statistical model, on each held-out case's share of results that do not
-    contradict its diagnosis)."""
+    contradict its diagnosis). Each evaluation records its cases' content hashes and the conditions it was
+    played under, so that only the same cases under the same settings are ever paired."""
     d, paths = _settings(config), diag_paths(config)
-    cases_path = PROJECT_ROOT / paths["cohort"] / "cases.jsonl"
+    cases_path, train, test = _cases(config)
     versions = dvc_versions(PROJECT_ROOT, dvc_file(config).with_name("dvc.lock"))
     versions["cases"] = _file_digest(cases_path)
+    hashes, train_hashes = case_hashes(test), case_hashes(train)
+    world_fit = f"statistical on {len(train)} train cases {tasks_digest(train_hashes, train_hashes)[:16]}"
     played = PROJECT_ROOT / paths["evaluate"] / "episodes"
     grpo, cold = load_episodes(played / "grpo.jsonl"), load_episodes(played / "cold_start.jsonl")
     report = json.loads((PROJECT_ROOT / paths["evaluate"] / "report.json").read_text(encoding="utf-8"))
     summary = next(a for a in report["agents"] if a["agent"] == "grpo")
-    candidate = Evaluation(task_success=case_scores(grpo, d.register_on), reference=str(played / "grpo.jsonl"),
-                           metric=d.register_on,
-                           scores={m: summary["metrics"][m]["value"] for m in ("accuracy", "f1_mean", "avg_turns")})
+    conditions = _played_under(d, world_fit)
+    candidate = _evaluation(case_scores(grpo, d.register_on), hashes, conditions, d.register_on,
+                            str(played / "grpo.jsonl"),
+                            {m: summary["metrics"][m]["value"] for m in ("accuracy", "f1_mean", "avg_turns")})
     agent = register(config.registry.model_copy(update={"name": d.agent_registry}), config.tracking, candidate,
                      model_dir=PROJECT_ROOT / paths["grpo"] / MERGED,
-                     baseline=Evaluation(task_success=case_scores(cold, d.register_on), metric=d.register_on,
-                                         reference=str(played / "cold_start.jsonl")),
+                     baseline=_evaluation(case_scores(cold, d.register_on), hashes, conditions, d.register_on,
+                                          str(played / "cold_start.jsonl")),
                      data_versions=versions, project_root=PROJECT_ROOT)
     say(f"[register] {agent.name} v{agent.version} -> {agent.alias}: {agent.reason}")
     out: dict[str, Any] = {"alias": agent.alias, "version": agent.version, "promoted": agent.promoted}
     card = {r.model: r for r in load_card(PROJECT_ROOT / paths["card"] / "card.json")}
     lm_dir = PROJECT_ROOT / paths["world"] / MERGED
     if "lm" in card and lm_dir.is_dir() and card["lm"].case_consistency:
-        lm, stat = card["lm"], card["statistical"]
+        lm, stat, w = card["lm"], card["statistical"], d.world
+        # the card simulates each held-out case's exams once per world model, seeded by world.seed
+        carded = {"seed": w.seed, "min_values": w.min_values, "max_new_tokens": w.lm.max_new_tokens,
+                  "condition_on_diagnosis": w.lm.condition_on_diagnosis, "split": "test", "world_fit": world_fit}
+        card_path = str(paths["card"] / "card.json")
         world = register(config.registry.model_copy(update={"name": d.world_registry}), config.tracking,
-                         Evaluation(task_success=lm.case_consistency, reference=str(paths["card"] / "card.json"),
-                                    metric="consistency",
-                                    scores={k: v for k, v in lm.metrics().items() if k != "seconds"}),
+                         _evaluation(lm.case_consistency, hashes, carded, "consistency", card_path,
+                                     {k: v for k, v in lm.metrics().items() if k != "seconds"}),
                          model_dir=lm_dir, data_versions=versions, project_root=PROJECT_ROOT,
-                         baseline=Evaluation(task_success=stat.case_consistency, metric="consistency",
-                                             reference=str(paths["card"] / "card.json")))
+                         baseline=_evaluation(stat.case_consistency, hashes, carded, "consistency", card_path))
         say(f"[register] {world.name} v{world.version} -> {world.alias}: {world.reason}")
         out |= {"world_alias": world.alias, "world_version": world.version}
     return out

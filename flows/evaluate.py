@@ -1,10 +1,13 @@
 """Evaluation as Prefect flows: a rollout's success per domain, against a baseline, and the verifier's ranking
-(eval_flow); several rollouts ranked on one leaderboard with an error taxonomy and figures (leaderboard_flow)."""
+(eval_flow); several rollouts ranked on one leaderboard with an error taxonomy and figures (leaderboard_flow).
+Two evaluations, rollout folders or registered versions, compared by the registry's own paired test
+(compare_evaluations, `medgym eval compare`)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,9 @@ from components.common.io import atomic_write
 from components.config import PipelineConfig, load_config
 from components.evaluation.metrics import success_report
 from components.evaluation.report import compare, verifier_report
+from components.registry import Comparison, Evaluation
+from components.registry.evaluation import DEFAULT_METRIC
+from components.rollout.store import EPISODES, load_episodes_dir
 from components.training.stage import stage_episodes
 from flows.runtime import PROJECT_ROOT
 
@@ -163,3 +169,70 @@ def _verifier_markdown(model: str | None, judged: dict[str, dict[str, Any]]) -> 
         cell = f"{auc['value']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]" if auc else "undefined (one class)"
         lines.append(f"| {n} | {rep['episodes']} | {rep['correct']} | {rep['accuracy']:.3f} | {cell} |")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ eval compare
+
+
+def _evaluation_of(source: str, metric: str, tasks_file: Callable[[], Path], tracking_uri: Callable[[], str]
+                   ) -> Evaluation:
+    """A rollout folder's or a registered version's evaluation; `tasks_file` and `tracking_uri` are asked only
+    when one is needed."""
+    from components.registry import read_evaluation, registered_version, rollout_evaluation
+
+    if source.startswith("models:/"):
+        from mlflow.tracking import MlflowClient
+
+        uri = tracking_uri()
+        evaluation = read_evaluation(registered_version(MlflowClient(tracking_uri=uri), source), uri)
+        if evaluation is None:
+            raise LookupError(f"{source} was registered without a per-task evaluation: nothing to compare")
+        if evaluation.metric != metric:
+            raise ValueError(f"{source} was evaluated on {evaluation.metric}, not {metric}: pass --metric "
+                             f"{evaluation.metric}")
+        return evaluation
+    folder = Path(source)
+    if not (folder / EPISODES).is_dir():
+        raise FileNotFoundError(f"{source}: neither a rollout folder (no {EPISODES}/ in it) nor a registered version "
+                                "(models:/<name>/<version>, models:/<name>@<alias>)")
+    if metric != DEFAULT_METRIC:
+        raise ValueError(f"{source}: a rollout folder is scored on {DEFAULT_METRIC} per task; --metric {metric} "
+                         "needs registered versions evaluated on it")
+    return rollout_evaluation(load_episodes_dir(folder).episodes, tasks_file(), reference=str(folder))
+
+
+def compare_evaluations(candidate: str, reference: str, config: str | PipelineConfig = "demo",
+                        metric: str = DEFAULT_METRIC, tasks: Path | None = None, look: int = 1
+                        ) -> tuple[Comparison | None, str]:
+    """candidate − reference by the registry's own rule (components.registry.decision.decide): paired on the tasks
+    both hold with equal content, under equal conditions, tested at look `look` with the profile's registry
+    settings. Each side is a rollout folder (its tasks read from `tasks`, by default the profile's suite) or a
+    registered version (`models:/<name>/<version>`, `models:/<name>@<alias>`, in the profile's tracking store)."""
+    from components.registry import decide
+    from components.tracking.tracker import MlflowTracker
+
+    if look < 1:
+        raise ValueError(f"look counts from 1, got {look}")
+    cfg = _config(config)
+    evaluations = [_evaluation_of(s, metric, lambda: tasks or PROJECT_ROOT / cfg.data.out_dir / "tasks.jsonl",
+                                  lambda: MlflowTracker(cfg.tracking, PROJECT_ROOT).uri)
+                   for s in (candidate, reference)]
+    return decide(*evaluations, "reference", cfg.registry, prior_looks=lambda digest: look - 1)
+
+
+def comparison_lines(candidate: str, reference: str, comparison: Comparison | None, reason: str) -> list[str]:
+    """What `medgym eval compare` prints: the figures one per line, then the whole reason."""
+    lines = [f"candidate: {candidate}", f"reference: {reference}"]
+    if comparison is None:
+        return [*lines, f"verdict: not compared: {reason}"]
+    t = comparison.test
+    left_out = f", {comparison.content_differs} shared ids holding different tasks" if comparison.content_differs else ""
+    verdict = "promote" if t.promote else "do not promote: " + "; ".join(t.reasons_against())
+    return [*lines,
+            f"paired tasks: {t.n_tasks} ({comparison.candidate_only} candidate-only, {comparison.reference_only} "
+            f"reference-only{left_out})",
+            f"difference ({t.metric}): {t.difference:+.4f}, 95% CI [{t.low:+.4f}, {t.high:+.4f}]",
+            f"test: {t.test}, one-sided p = {t.p_value:.4g}; alpha {t.nominal_alpha:g} spent to {t.alpha:.4g} at "
+            f"look {t.look}",
+            f"discordant: {t.wins} wins, {t.losses} losses ({t.ties} ties)",
+            f"verdict: {verdict}", f"reason: {reason}"]

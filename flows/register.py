@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from components.config import PipelineConfig, RegistryConfig, as_config
-from components.registry import Evaluation, register
+from components.registry import register, rollout_evaluation
 from components.training.datasets import read_manifest, source_digest
 from components.training.stage import dataset_dir, merged_dir, stage_episodes
 from flows.runtime import PROJECT_ROOT
@@ -17,20 +17,22 @@ from flows.runtime import PROJECT_ROOT
 @flow(name="register", log_prints=True)
 def register_flow(config: str | PipelineConfig, rollout: str, baseline: str | None = None, method: str | None = None,
                   model_uri: str | None = None, model_dir: str | None = None,
-                  data_versions: dict[str, str] | None = None, registry: RegistryConfig | None = None
-                  ) -> dict[str, Any]:
+                  data_versions: dict[str, str] | None = None, registry: RegistryConfig | None = None,
+                  tasks: str | None = None) -> dict[str, Any]:
     """Register the model whose held-out episodes are rollout `rollout`; `baseline` names the rollout it must beat
     while there is no champion. `method` (sft, dpo, verifier) tags the stage's dataset hash and, without
-    `model_uri` or `model_dir`, registers that stage's merged checkpoint."""
+    `model_uri` or `model_dir`, registers that stage's merged checkpoint. `tasks` is the task file the rollouts
+    played (default: the profile's suite): the evaluation records each task's content hash from it."""
     cfg = as_config(config)
     settings = registry or cfg.registry
+    tasks_file = Path(tasks) if tasks else PROJECT_ROOT / cfg.data.out_dir / "tasks.jsonl"
     episodes, dirs = stage_episodes(cfg, [rollout])
-    candidate = Evaluation.from_episodes(episodes, reference=str(dirs[0]))
+    candidate = rollout_evaluation(episodes, tasks_file, reference=str(dirs[0]))
     versions = {f"rollout.{rollout}": source_digest(dirs[0])}
     base = None
     if baseline:
         base_episodes, base_dirs = stage_episodes(cfg, [baseline])
-        base = Evaluation.from_episodes(base_episodes, reference=str(base_dirs[0]))
+        base = rollout_evaluation(base_episodes, tasks_file, reference=str(base_dirs[0]))
         versions[f"rollout.{baseline}"] = source_digest(base_dirs[0])
     if method:
         versions[f"dataset.{method}"] = read_manifest(dataset_dir(cfg, method)).content_hash  # type: ignore[arg-type]

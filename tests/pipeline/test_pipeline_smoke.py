@@ -90,6 +90,9 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
 
     version = client.get_model_version("medgym-agent-smoke", "1")
     assert version.tags["medgym.data.dataset.round1-dpo"] and version.tags["medgym.git.commit"]
+    # the final rollout and the base model's are played under equal conditions, so the two are paired and tested
+    assert version.tags["medgym.decision.against"] == "baseline" and version.tags["medgym.decision.look"] == "1"
+    assert version.tags["medgym.decision.test"] in ("exact sign test", "sign-flip permutation test"), version.description
     board = tmp_path / "reports" / "smoke" / "leaderboard"
     assert {"leaderboard.md", "leaderboard.json"} <= {p.name for p in board.iterdir()}
     assert any(p.suffix == ".png" for p in board.iterdir())
