@@ -97,11 +97,11 @@ def build_suite_flow(profile: str | PipelineConfig = "demo", suite: Literal["dem
 
 @flow(name="import-medagentgym", log_prints=True)
 def import_flow(src: Path, out_dir: Path, profile: str | PipelineConfig = "demo", seed: int = 0,
-                ehr_databases: dict[str, Path] | None = None) -> ImportReport:
+                ehr_databases: dict[str, Path] | None = None, rollout_indices: bool = False) -> ImportReport:
     from components.sandbox.factory import open_sandbox
 
     cfg = as_config(profile)
-    options = ImportOptions(seed=seed, ehr_databases=ehr_databases or {},
+    options = ImportOptions(seed=seed, ehr_databases=ehr_databases or {}, rollout_indices=rollout_indices,
                             open_sandbox=lambda: open_sandbox(cfg.sandbox.backend, limits=cfg.sandbox.limits))
     report = import_release(Path(src), Path(out_dir), options, progress=lambda key: print(f"importing {key}"))
     report_path = Path(out_dir) / "import_report.json"
@@ -112,7 +112,7 @@ def import_flow(src: Path, out_dir: Path, profile: str | PipelineConfig = "demo"
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
     with tracker.run("import-medagentgym") as run:
         run.set_tags({"stage": "data.import", "profile": cfg.profile})
-        run.log_params({"src": str(src), "out_dir": str(out_dir), "seed": seed})
+        run.log_params({"src": str(src), "out_dir": str(out_dir), "seed": seed, "rollout_indices": rollout_indices})
         run.log_metrics({f"imported_{k.replace('/', '_')}": c.imported for k, c in report.per_file.items()})
         run.log_artifact(report_path)
     return report

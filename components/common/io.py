@@ -95,6 +95,9 @@ def iter_jsonl_lenient(path: Path | str) -> Iterator[tuple[int, dict[str, Any] |
             except json.JSONDecodeError as exc:
                 yield lineno, RecordError(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
                 continue
+            except (ValueError, RecursionError) as exc:  # an integer past the digit limit, nesting past the stack
+                yield lineno, RecordError(path, lineno, None, f"not readable JSON ({type(exc).__name__}: {str(exc)[:120]})")
+                continue
             if not isinstance(obj, dict):
                 yield lineno, RecordError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
                 continue

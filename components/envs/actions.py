@@ -126,7 +126,7 @@ def _json_objects(text: str) -> list[tuple[int, dict[str, Any]]]:
     while start >= 0:
         try:
             obj, end = _DECODER.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: also an integer past the interpreter's digit limit
             obj, end = None, start + 1
         if isinstance(obj, dict) and "type" in obj:
             out.append((start, obj))

@@ -5,9 +5,12 @@ A reward that accepts text around a number ('not 39.576', 'less than 40') pays f
 refuses a true answer in an ordinary form ('22.295 mL/min/1.73 m²', '7/26/2014') teaches the model to be wrong.
 So each reader accepts the forms a careful answer takes and refuses everything else with a reason.
 
-Entry points: `parse_number(value, rule)`, `UnitRule.for_spec(unit, kind)`, `parse_date(value)`,
-`parse_weeks_days(value)`, `string_form(truth)`, `split_bare_list(text)`, `asked_unit(prompt)`,
-`asked_kind(prompt)`.
+The host reads a submission only after `check_size` has bounded it (the caps below), and every pattern here
+is linear in what it reads: a policy trained on rewards must not be able to stall the grader with one answer.
+
+Entry points: `check_size(value)`, `parse_number(value, rule)`, `finite(value)`, `UnitRule.for_spec(unit, kind)`,
+`parse_date(value)`, `datetime_form(text)`, `parse_weeks_days(value)`, `string_form(truth)`, `split_bare_list(text)`,
+`asked_unit(prompt)`, `asked_kind(prompt)`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,45 @@ from components.tasks.record import ValueKind
 
 class Unparsable(ValueError):
     """The submission is not in a form the checker reads; the message says what is wrong with it."""
+
+
+# ---------------------------------------------------------------- size
+
+# The most of a submission the host reads. A true answer is far smaller (the largest SQL result of the release's
+# sample is 57 characters of JSON); these only bound the work a hostile one can cause.
+MAX_ANSWER_CHARS = 65_536  # characters of text in the whole answer: strings, dict keys and the digits of integers
+MAX_ANSWER_VALUES = 10_000  # values held by its lists, tuples, sets and dicts, nested ones included
+MAX_ANSWER_DEPTH = 16  # containers inside containers; a SQL result is two deep
+MAX_INTEGER_DIGITS = 1_000  # far past any float (309 digits), and short of the 4,300 Python refuses to print
+
+
+def _digits(n: int) -> int:
+    """The number of decimal digits of `n`, within one, without printing it (str() of a huge int is quadratic)."""
+    return int(abs(n).bit_length() * 0.30103) + 1
+
+
+def check_size(value: Any) -> None:
+    """Refuse (Unparsable) a value over the caps above; the walk stops at the first cap passed, so it is bounded
+    by the caps and not by the value."""
+    chars = values = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if (digits := _digits(item)) > MAX_INTEGER_DIGITS:
+                raise Unparsable(f"an integer of about {digits} digits (at most {MAX_INTEGER_DIGITS} are read)")
+            chars += digits
+        elif isinstance(item, (list, tuple, set, frozenset, dict)):
+            if depth >= MAX_ANSWER_DEPTH:
+                raise Unparsable(f"values nested more than {MAX_ANSWER_DEPTH} deep")
+            values += len(item)
+            if values > MAX_ANSWER_VALUES:
+                raise Unparsable(f"more than {MAX_ANSWER_VALUES} values")
+            stack.extend((x, depth + 1) for x in ([*item.keys(), *item.values()] if isinstance(item, dict) else item))
+        if chars > MAX_ANSWER_CHARS:
+            raise Unparsable(f"more than {MAX_ANSWER_CHARS} characters")
 
 
 # ---------------------------------------------------------------- units
@@ -177,21 +219,31 @@ def parse_text_number(value: str, rule: UnitRule = ANY_UNIT) -> float:
     return _mantissa_value(m)
 
 
+def finite(value: int | float) -> float:
+    """A JSON number as a finite float; an integer past float range is refused, not raised on."""
+    try:
+        x = float(value)
+    except OverflowError:
+        raise Unparsable(f"an integer of about {_digits(int(value))} digits is out of range") from None
+    if not math.isfinite(x):
+        raise Unparsable(f"{value!r} is not finite")
+    return x
+
+
 def parse_number(value: Any, rule: UnitRule = ANY_UNIT) -> float:
     """A finite number from a JSON number, a one-element list, or a text read by `parse_text_number`."""
     if isinstance(value, bool):  # bool is an int subclass: True must not pass as 1
         raise Unparsable("a boolean is not a number")
     if isinstance(value, (int, float)):
-        x = float(value)
-    elif isinstance(value, str):
+        return finite(value)
+    if isinstance(value, str):
         x = parse_text_number(value, rule)
-    elif isinstance(value, list) and len(value) == 1:
+        if not math.isfinite(x):
+            raise Unparsable(f"{value!r} is not finite")
+        return x
+    if isinstance(value, list) and len(value) == 1:
         return parse_number(value[0], rule)
-    else:
-        raise Unparsable(f"expected a number, got {type(value).__name__}")
-    if not math.isfinite(x):
-        raise Unparsable(f"{value!r} is not finite")
-    return x
+    raise Unparsable(f"expected a number, got {type(value).__name__}")
 
 
 # ---------------------------------------------------------------- dates and weeks-and-days
@@ -200,6 +252,10 @@ _MDY = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
 # ISO 8601: a date, optionally with a time (after 'T' or a space) and a zone
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")  # a stored truth's ISO form: the date alone
+# a timestamp as SQLite writes one ('2100-02-25 15:47:00') or ISO 8601 ('2100-02-25T15:47:00'), with at most a
+# zero fraction of a second ('.000', as isoformat(timespec='milliseconds') writes). No zone: the records' times
+# are local and carry none, so a 'Z' or an offset states something the truth does not.
+_DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2})(:\d{2})?(\.0+)?")
 
 
 def parse_date(value: Any) -> datetime.date:
@@ -219,11 +275,26 @@ def parse_date(value: Any) -> datetime.date:
     raise Unparsable(f"expected a date as M/D/YYYY or YYYY-MM-DD, got {value!r}")
 
 
+def datetime_form(text: str) -> str | None:
+    """'YYYY-MM-DD HH:MM[:SS]' for a timestamp written with a 'T' or a space, None for any other text.
+
+    The seconds stay as written, so a submission that leaves them out equals only a truth that has none.
+    """
+    m = _DATETIME.fullmatch(text.strip())
+    if m is None or (m[4] and not m[3]):
+        return None
+    return f"{m[1]} {m[2]}{m[3] or ''}"
+
+
+# at most 6 digits a count: no more is a gestational age, and int() of a long digit run is slow, then refused
 _WEEKS_DAYS = re.compile(
-    r"\(?\s*'?(\d+)\s*(?:weeks?|wks?|w)'?\s*(?:,\s*(?:and\s+)?|and\s+)?'?(\d+)\s*(?:days?|d)'?\s*\)?", re.I)
+    r"\(?\s*'?(\d{1,6})\s*(?:weeks?|wks?|w)'?\s*(?:,\s*(?:and\s+)?|and\s+)?'?(\d{1,6})\s*(?:days?|d)'?\s*\)?",
+    re.I)
 
 
-_WHOLE = {word: re.compile(r"\s*(\d+)\s*(?:" + word.rstrip("s") + r"s?)?\s*", re.I) for word in ("weeks", "days")}
+# read after `_normalise`, so one optional space stands between the number and its word: two adjacent `\s*`
+# around an optional word backtrack quadratically on a long blank run
+_WHOLE = {word: re.compile(r"(\d{1,6}) ?(?:" + word.rstrip("s") + r"s?)?", re.I) for word in ("weeks", "days")}
 
 
 def _whole(value: Any, word: str) -> int:
@@ -231,11 +302,11 @@ def _whole(value: Any, word: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise Unparsable(f"expected a whole number of {word}, got {value!r}")
     if isinstance(value, str):
-        m = _WHOLE[word].fullmatch(value)
+        m = _WHOLE[word].fullmatch(_normalise(value))
         if not m:
             raise Unparsable(f"expected a whole number of {word}, got {value!r}")
         return int(m[1])
-    if value != int(value):
+    if isinstance(value, float) and not value.is_integer():  # NaN and infinity included
         raise Unparsable(f"expected a whole number of {word}, got {value!r}")
     return int(value)
 
@@ -253,7 +324,7 @@ def parse_weeks_days(value: Any) -> tuple[int, int]:
     if isinstance(value, dict):
         low = {str(k).strip().casefold(): v for k, v in value.items()}
         if set(low) != {"weeks", "days"}:
-            raise Unparsable(f"expected keys 'weeks' and 'days', got {sorted(value)}")
+            raise Unparsable(f"expected keys 'weeks' and 'days', got {sorted(low)}")
         return _pair(low["weeks"], low["days"], value)
     if isinstance(value, (list, tuple)):
         if len(value) == 1:
@@ -294,12 +365,14 @@ def string_form(truth: Any) -> str | None:
 
 
 def literal(text: str) -> Any:
-    """A JSON or Python literal, or None where the text is neither."""
+    """A JSON or Python literal, or None where the text is neither; one over `check_size`'s caps is refused."""
     for parse in (json.loads, ast.literal_eval):
         try:
-            return parse(text)
+            value = parse(text)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
+        check_size(value)  # the text is bounded, but '[[[[...]]]]' nests deeper than any answer
+        return value
     return None
 
 
@@ -314,6 +387,8 @@ def typed_cell(text: str) -> int | float | str | None:
         return None
     if CANONICAL_NUMBER.fullmatch(t):
         x = float(t)
+        if not math.isfinite(x):  # '1' followed by 400 digits: no number a cell holds
+            return text
         return int(x) if x == int(x) and "." not in t and "e" not in t.lower() else x
     return text
 

@@ -6,8 +6,12 @@ Each checker here parses the submission strictly, refuses what is ambiguous, and
 
 A number is a number with at most the unit asked for (`answer_forms`), inside the domain of its kind (a
 probability in [0, 1], a p-value compared in relative terms, a count non-negative); a SQL result is a multiset
-(or, where the query orders it, a list) of rows of typed cells; dates and gestational ages compare by value.
+(or, where the query orders it, a list) of rows of typed cells; dates and gestational ages compare by value;
+codes ('0389') compare as text, and a timestamp in any of its ISO forms.
 `check_answer` reads the unit and kind from the task's prompt where its spec does not record them.
+
+Every checker returns a verdict for any JSON value: a submission over `answer_forms.check_size`'s caps, a number
+past float range or a value of the wrong shape is a wrong answer with its reason, never an exception.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from components.tasks.answer_forms import (
     Unparsable,
     asked_kind,
     asked_unit,
+    check_size,
+    datetime_form,
+    finite,
     format_weeks_days,
     literal,
     parse_date,
@@ -126,15 +133,37 @@ def normalize_text(value: Any, case_sensitive: bool = False) -> str:
     return text if case_sensitive else text.casefold()
 
 
-def _canonical_element(value: Any, case_sensitive: bool) -> str:
-    """One comparable form for list/set elements: numbers by value ("10" == 10.0), text normalised."""
+def text_key(value: Any, case_sensitive: bool) -> str:
+    """Text as compared: spaces collapsed, case folded unless the spec says otherwise, a timestamp in one ISO form."""
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, (int, float)) or (isinstance(value, str) and PLAIN_NUMBER.fullmatch(value.strip())):
-        x = float(value)
-        if math.isfinite(x):
-            return repr(round(x, 6) + 0.0)
+    if isinstance(value, str) and (stamp := datetime_form(value)) is not None:
+        return stamp
     return normalize_text(value, case_sensitive)
+
+
+def _canonical_element(value: Any, case_sensitive: bool) -> str:
+    """One comparable form for list/set elements of a truth that holds numbers: numbers by value ("10" == 10.0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number: float | None = value
+    elif isinstance(value, str) and PLAIN_NUMBER.fullmatch(value.strip()):
+        number = float(value)
+    else:
+        number = None
+    if number is not None:
+        try:
+            return repr(round(finite(number), 6) + 0.0)
+        except Unparsable:  # past float range: left as text, which no number of the truth equals
+            pass
+    return text_key(value, case_sensitive)
+
+
+def _element_key(truth: Any) -> Callable[[Any, bool], str]:
+    """Codes are strings: where every element of the truth is text ('0389', '4019', a timestamp), elements compare
+    as text, so that neither '389' nor 389 is '0389' and '4019.000' is not '4019'; otherwise numbers by value."""
+    if isinstance(truth, (list, tuple)) and all(isinstance(v, str) for v in truth):
+        return text_key
+    return _canonical_element
 
 
 def parse_collection(value: Any) -> list[Any]:
@@ -156,8 +185,9 @@ def parse_collection(value: Any) -> list[Any]:
 
 
 def _check_set(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
-    want = {_canonical_element(v, spec.case_sensitive) for v in parse_collection(truth)}
-    have = {_canonical_element(v, spec.case_sensitive) for v in parse_collection(got)}
+    key = _element_key(truth)
+    want = {key(v, spec.case_sensitive) for v in parse_collection(truth)}
+    have = {key(v, spec.case_sensitive) for v in parse_collection(got)}
     missing, extra = sorted(want - have), sorted(have - want)
     if not missing and not extra:
         return CheckResult(correct=True, reason=f"same {len(want)} element(s)")
@@ -165,8 +195,9 @@ def _check_set(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
 
 
 def _check_list(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
-    want = [_canonical_element(v, spec.case_sensitive) for v in parse_collection(truth)]
-    have = [_canonical_element(v, spec.case_sensitive) for v in parse_collection(got)]
+    key = _element_key(truth)
+    want = [key(v, spec.case_sensitive) for v in parse_collection(truth)]
+    have = [key(v, spec.case_sensitive) for v in parse_collection(got)]
     if want == have:
         return CheckResult(correct=True, reason=f"same {len(want)} element(s) in order")
     if len(want) != len(have):
@@ -193,7 +224,7 @@ def _check_string(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
         got = got[0]
     if isinstance(got, (list, dict)):
         raise Unparsable(f"expected a string, got {type(got).__name__}")
-    x, t = normalize_text(got, spec.case_sensitive), normalize_text(truth, spec.case_sensitive)
+    x, t = text_key(got, spec.case_sensitive), text_key(truth, spec.case_sensitive)
     # whole-string equality: "10" must not match "1" or "100"
     return CheckResult(correct=x == t, reason="equal" if x == t else f"{x[:60]!r} != {t[:60]!r}")
 
@@ -212,9 +243,7 @@ def cell_key(cell: Any, case_sensitive: bool) -> tuple[Any, ...]:
     if isinstance(cell, str) and CANONICAL_NUMBER.fullmatch(cell.strip()):
         cell = float(cell)
     if isinstance(cell, (int, float)):
-        x = float(cell)
-        if not math.isfinite(x):
-            raise Unparsable(f"cell {cell!r} is not finite")
+        x = finite(cell)
         return ("num", int(x) if x == int(x) else round(x, 6))
     if isinstance(cell, str):
         return ("text", cell.strip() if case_sensitive else cell.strip().casefold())
@@ -284,6 +313,7 @@ def check_value(spec: AnswerSpec, truth: Any, submitted: Any) -> CheckResult:
     if is_missing(submitted):
         return CheckResult(correct=False, reason="no answer submitted")
     try:
+        check_size(submitted)  # before any pattern reads it
         return _CHECKERS[spec.type](spec, truth, submitted)
     except Unparsable as exc:
         return CheckResult(correct=False, reason=f"unparsable answer: {exc}")

@@ -12,13 +12,19 @@ Two modes:
   wrapped by a recorder. Every call is reported as plain values (arguments before and after, the return value or
   the exception's type, what it printed). The program runs once per seed variant: variant 0 as written, the others
   with every seed it sets mixed with the variant, so that one task checks the function on several inputs.
-- `calls` (assert-style tests): the child runs the submission and then serves calls; the judge runs the tests
-  itself with proxies whose results come back as plain values, so an object that claims equality with everything
-  arrives as its plain value and compares as that.
+- `calls` (assert-style tests): the tests, with their expected values, are in the judge's own program, so the
+  submission runs in a fresh interpreter (fork, then execve of the judge's source alone) that never held them: no
+  frame, object, cache or file of the judge reaches it. It serves calls over two pipes; the judge runs the tests
+  itself with proxies for the names the tests ask for and do not define (never a builtin: the tests' `all`,
+  `isinstance`, `len` stay the real ones). Results come back as plain values and are rebuilt into base types in
+  the judge, so an object that claims equality with everything arrives as its plain value and compares as that.
+  The judge imports nothing from the working directory, and a submission that changes a file that was there before
+  it ran (data the tests may read) fails.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import ctypes
@@ -28,6 +34,7 @@ import math
 import os
 import pickle
 import select
+import stat
 import struct
 import sys
 import time
@@ -37,12 +44,15 @@ MAX_REPORT = 8 << 20
 MAX_RECORDS = 200
 MAX_LEAVES = 20_000
 MAX_TEXT = 10_000
+MAX_INPUTS = 20_000  # working-directory entries watched for changes in `calls` mode
+SERVER_FDS = (3, 4)  # the submission's process reads calls on the first and answers on the second
 
 
 # ---------------------------------------------------------------------------------------------- plain values
 class _Budget:
-    def __init__(self) -> None:
+    def __init__(self, tuples: bool = False) -> None:
         self.left = MAX_LEAVES
+        self.tuples = tuples  # `calls` mode tags tuples so the judge rebuilds them; traces keep them as lists
 
 
 def plain(x: object, budget: _Budget | None = None, depth: int = 0) -> object:
@@ -81,7 +91,8 @@ def plain(x: object, budget: _Budget | None = None, depth: int = 0) -> object:
             return {"series": plain(list(x.index), budget, depth + 1), "data": plain(x.tolist(), budget, depth + 1)}
     if isinstance(x, (list, tuple)):
         items = [list.__getitem__(x, i) for i in range(list.__len__(x))] if isinstance(x, list) else list(tuple.__iter__(x))
-        return [plain(v, budget, depth + 1) for v in items]
+        values = [plain(v, budget, depth + 1) for v in items]
+        return {"tuple": values} if budget.tuples and isinstance(x, tuple) else values
     if isinstance(x, (set, frozenset)):
         return {"set": sorted((plain(v, budget, depth + 1) for v in x), key=lambda v: json.dumps(v, sort_keys=True))}
     if isinstance(x, dict):
@@ -126,9 +137,24 @@ def _vary_seeds(variant: int) -> None:
     except ImportError:
         return
     np_seed, np_rng, np_state = np.random.seed, np.random.default_rng, np.random.RandomState
+
+    class AnyState(type):  # libraries test isinstance(x, np.random.RandomState), on states made before this too
+        def __instancecheck__(cls, obj: object) -> bool:
+            return isinstance(obj, np_state)
+
+        def __subclasscheck__(cls, sub: type) -> bool:
+            return issubclass(sub, np_state)
+
+    class RandomState(np_state, metaclass=AnyState):
+        def __init__(self, seed: object = None) -> None:
+            super().__init__(_mix(seed, variant))
+
+        def seed(self, seed: object = None) -> None:
+            super().seed(_mix(seed, variant))
+
     np.random.seed = lambda s=None: np_seed(_mix(s, variant))
     np.random.default_rng = lambda s=None, *a, **k: np_rng(_mix(s, variant), *a, **k)
-    np.random.RandomState = lambda s=None: np_state(_mix(s, variant))
+    np.random.RandomState = RandomState
     np_seed(_mix(None, variant))
 
 
@@ -195,12 +221,16 @@ def _trace_child(program: str, variant: int, fd: int) -> None:
     os._exit(0)
 
 
-def _serve_calls_child(code: str, req_fd: int, rep_fd: int) -> None:
-    _isolate_child((req_fd, rep_fd))
+def serve_calls() -> None:
+    """The submission's process in `calls` mode, a fresh interpreter: run the submission, then answer calls."""
+    req_fd, rep_fd = SERVER_FDS
+    _isolate_child(SERVER_FDS)
+    job = json.loads(_recv_frame(req_fd, time.monotonic() + 60) or b"{}")
+    sys.path.insert(0, "")  # as under `python -c`: the working directory is importable
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     try:
-        exec(compile(code, "<submission>", "exec"), namespace)  # noqa: S102
-        names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("__"))
+        exec(compile(job.get("code", ""), "<submission>", "exec"), namespace)  # noqa: S102
+        names = [n for n in job.get("names", []) if callable(namespace.get(n))]
     except BaseException:  # noqa: BLE001
         names = []
     _send_frame(rep_fd, json.dumps({"names": names}).encode())
@@ -208,9 +238,9 @@ def _serve_calls_child(code: str, req_fd: int, rep_fd: int) -> None:
         req = _recv_frame(req_fd, time.monotonic() + 3600)
         if req is None:
             os._exit(0)
-        name, args, kwargs = pickle.loads(req)
+        name, args, kwargs = pickle.loads(req)  # noqa: S301 - written by the judge
         try:
-            reply = {"returns": plain(namespace[name](*args, **kwargs))}
+            reply = {"returns": plain(namespace[name](*args, **kwargs), _Budget(tuples=True))}
         except Exception as exc:  # noqa: BLE001
             reply = {"raises": type(exc).__name__}
         _send_frame(rep_fd, json.dumps(reply).encode())
@@ -280,19 +310,138 @@ def _run_trace(program: str, variants: int, deadline: float) -> list[list[dict]]
     return runs
 
 
-def _run_calls(code: str, tests: str, deadline: float) -> dict:
-    req_r, req_w = os.pipe()
-    rep_r, rep_w = os.pipe()
+class Foreign:
+    """A result the judge does not rebuild (an object of the submission's own class): equal only to itself."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<foreign {json.dumps(self.value)[:80]}>"
+
+
+def revive(v: object) -> object:
+    """The base-type value of a plain value from the submission's process (the judge's own objects, never its)."""
+    if isinstance(v, list):
+        return [revive(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    try:
+        if "tuple" in v:
+            return tuple(revive(x) for x in v["tuple"])
+        if "dict" in v:
+            return {_hashable(revive(k)): revive(x) for k, x in v["dict"]}
+        if "set" in v:
+            return {_hashable(revive(x)) for x in v["set"]}
+        if "float" in v:
+            return float(v["float"])
+        if "complex" in v:
+            return complex(*(float(p) for p in v["complex"]))
+        if "bytes" in v:
+            return bytes.fromhex(v["bytes"])
+        if "ndarray" in v:
+            import numpy as np
+
+            return np.array(revive(v["data"]), dtype=np.dtype(str(v["ndarray"]))).reshape([int(n) for n in v["shape"]])
+    except Exception:  # noqa: BLE001 - a malformed value from the submission's process
+        pass
+    return Foreign(v)
+
+
+def _hashable(x: object) -> object:
+    return frozenset(x) if isinstance(x, set) else x
+
+
+def asked_names(tests: str) -> list[str]:
+    """The names the tests use without defining them and that are not builtins: the functions asked for."""
+    loaded, bound = set(), set(dir(builtins))
+    for node in ast.walk(ast.parse(tests)):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+    return sorted(loaded - bound)
+
+
+def _working_files() -> dict[str, tuple]:
+    """What the working directory holds: files by inode, size and times (ctime cannot be set back), dirs by inode."""
+    seen: dict[str, tuple] = {}
+    for top, dirs, files in os.walk(".", followlinks=False):
+        for name in sorted(dirs) + sorted(files):
+            path = os.path.join(top, name)
+            with contextlib.suppress(OSError):
+                seen[path] = _stat(path)
+            if len(seen) >= MAX_INPUTS:
+                return seen
+    return seen
+
+
+def _stat(path: str) -> tuple:
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):  # its times move whenever a new file is written in it
+        return (st.st_mode, st.st_ino)
+    return (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _changed(before: dict[str, tuple]) -> str | None:
+    for path, was in before.items():
+        try:
+            now = _stat(path)
+        except OSError:
+            now = None
+        if now != was:
+            return path[2:]
+    return None
+
+
+def _start_server(server: str, req_r: int, rep_w: int) -> int:
     pid = os.fork()
     if pid == 0:
-        os.close(req_w)
-        os.close(rep_r)
-        _serve_calls_child(code, req_r, rep_w)
+        try:
+            fds = (os.dup(req_r), os.dup(rep_w))
+            for fd, to in zip(fds, SERVER_FDS, strict=True):
+                os.dup2(fd, to)
+                os.set_inheritable(to, True)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.closerange(max(SERVER_FDS) + 1, 65536)
+            # execve: nothing of this process (the tests, their expected values, the runner's copy of the program)
+            # survives into the interpreter that runs the submission
+            os.execv(sys.executable, [sys.executable, "-I", "-B", "-c", f"{server}\nserve_calls()\n"])
+        finally:
+            os._exit(127)
+    return pid
+
+
+def _run_calls(code: str, tests: str, server: str, deadline: float) -> dict:
+    try:
+        asked = asked_names(tests)
+    except SyntaxError as exc:
+        return {"passed": False, "failed": "SyntaxError", "line": exc.lineno or 0}
+    # the tests' imports come from the runtime, never from files the submission may have written here
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
+    before = _working_files()
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    pid = _start_server(server, req_r, rep_w)
     os.close(req_r)
     os.close(rep_w)
     try:
+        _send_frame(req_w, json.dumps({"code": code, "names": asked}).encode())
         hello = _recv_frame(rep_r, deadline)
-        names = json.loads(hello)["names"] if hello else []
+        if hello is None:
+            return {"passed": False, "failed": "SubmissionExited", "line": 0}
+        try:
+            names = [n for n in json.loads(hello)["names"] if n in asked]
+        except (ValueError, KeyError, TypeError):
+            names = []
 
         class Refused(Exception):  # noqa: N818 - the name the tests see
             pass
@@ -306,7 +455,7 @@ def _run_calls(code: str, tests: str, deadline: float) -> dict:
                 reply = json.loads(raw)
                 if "raises" in reply:
                     raise Refused(f"{name} raised {reply['raises']}")
-                return reply["returns"]
+                return revive(reply["returns"])
 
             return call
 
@@ -322,6 +471,9 @@ def _run_calls(code: str, tests: str, deadline: float) -> dict:
                 tb = tb.tb_next
             # the exception's type and the test's line only: a message could quote the expected value
             return {"passed": False, "failed": type(exc).__name__, "line": line}
+        changed = _changed(before)
+        if changed is not None:  # the tests may have read the changed file: their verdict cannot stand
+            return {"passed": False, "failed": "ChangedInputFile", "line": 0, "path": changed[:200]}
         return {"passed": True}
     finally:
         os.close(req_w)
@@ -338,6 +490,6 @@ def main(config: dict) -> None:
     if config["mode"] == "trace":
         report = {"runs": _run_trace(config["program"], int(config["variants"]), deadline)}
     else:
-        report = _run_calls(config["code"], config["tests"], deadline)
+        report = _run_calls(config["code"], config["tests"], config["server"], deadline)
     os.write(out, (json.dumps(report) + "\n").encode())
     os._exit(0)

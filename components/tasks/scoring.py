@@ -1,7 +1,8 @@
 """Score a file of answers against a task file: one verdict per task, then a summary.
 
 A task with no answer line is scored wrong ("no answer submitted"): the denominator is the task file, never the
-answers someone chose to submit.
+answers someone chose to submit. A task whose checking fails unexpectedly (a missing context file, a sandbox that
+does not start) is scored wrong with the failure as its reason; the other tasks are still scored.
 """
 
 from __future__ import annotations
@@ -60,22 +61,29 @@ def load_answers(path: Path, known: set[str]) -> dict[str, Any]:
 
 def score(tasks: list[Task], answers: dict[str, Any], task_root: Path,
           open_sandbox: Callable[[], Sandbox] | None = None) -> tuple[list[Verdict], ScoreSummary]:
+    if open_sandbox is None and (code := next((t for t in tasks if t.answer_spec.type == AnswerType.CODE), None)):
+        raise ValueError(f"task {code.task_id} is checked by running code: scoring needs a sandbox")
     verdicts = []
     for task in tasks:
         if task.task_id not in answers:
             result = CheckResult(correct=False, reason="no answer submitted")
-        elif task.answer_spec.type == AnswerType.CODE:
-            result = _check_code_task(task, answers[task.task_id], task_root, open_sandbox)
         else:
-            result = check_answer(task, answers[task.task_id])
+            result = _check_one(task, answers[task.task_id], task_root, open_sandbox)
         verdicts.append(Verdict(task_id=task.task_id, correct=result.correct, reason=result.reason))
     return verdicts, summarize(tasks, verdicts, answered=len(answers))
 
 
-def _check_code_task(task: Task, submitted: Any, task_root: Path,
-                     open_sandbox: Callable[[], Sandbox] | None) -> CheckResult:
-    if open_sandbox is None:
-        raise ValueError(f"task {task.task_id} is checked by running code: scoring needs a sandbox")
+def _check_one(task: Task, submitted: Any, task_root: Path, open_sandbox: Callable[[], Sandbox] | None) -> CheckResult:
+    try:
+        if task.answer_spec.type == AnswerType.CODE:
+            assert open_sandbox is not None  # score() refuses code tasks without one
+            return _check_code_task(task, submitted, task_root, open_sandbox)
+        return check_answer(task, submitted)
+    except Exception as exc:  # noqa: BLE001 - one line's failure is that line's verdict; the file is still scored
+        return CheckResult(correct=False, reason=" ".join(f"checking failed: {type(exc).__name__}: {exc}".split())[:500])
+
+
+def _check_code_task(task: Task, submitted: Any, task_root: Path, open_sandbox: Callable[[], Sandbox]) -> CheckResult:
     sandbox = open_sandbox()
     try:
         for f in task.context_files:

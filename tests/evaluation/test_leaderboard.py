@@ -1,5 +1,6 @@
-"""The leaderboard over several rollouts: the outcome taxonomy, the ranking and intervals, the figures, the CLI
-choice between one rollout and several, and the flow end to end into an MLflow run."""
+"""The leaderboard over several rollouts: the outcome taxonomy, the greedy headline (mean over datasets, pooled
+beside it) and its intervals, sampled results apart, the ranking, the figures, the CLI choice between one rollout
+and several, and the flow end to end into an MLflow run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from components.envs.actions import InspectData, RunCode, SubmitAnswer
-from components.envs.episode import Check, Episode, Outcome, Turn
+from components.envs.episode import Check, Episode, Outcome, PolicyInfo, Sampling, Turn
 from components.envs.feedback import ErrorInfo
 from components.evaluation.leaderboard import leaderboard
 from components.evaluation.plots import write_plots
@@ -71,21 +72,32 @@ def episode(task: str, sample: int, kind: str) -> Episode:
                    **fields)
 
 
-def rollout(kinds: dict[str, list[str]]) -> list[Episode]:
+def played(episodes: list[Episode], temperatures: tuple[float, ...] = (0.0, 0.6), dataset: str | None = None) -> list[Episode]:
+    """The episodes as a collection records them: sample i at temperatures[i] (the last one for later samples);
+    the default is SamplingPlan's, sample 0 greedy and the rest at 0.6."""
+    out = []
+    for e in episodes:
+        sampling = Sampling(temperature=temperatures[min(e.sample_index, len(temperatures) - 1)], seed=e.sample_index)
+        out.append(e.model_copy(update={"policy": PolicyInfo(backend="scripted", model="test", sampling=sampling),
+                                        "dataset": dataset or e.dataset}))
+    return out
+
+
+def rollout(kinds: dict[str, list[str]], temperatures: tuple[float, ...] = (0.0, 0.6)) -> list[Episode]:
     """task -> the kinds of its samples, in sample order."""
-    return [episode(task, s, k) for task, ks in kinds.items() for s, k in enumerate(ks)]
+    return played([episode(task, s, k) for task, ks in kinds.items() for s, k in enumerate(ks)], temperatures)
 
 
-def strong() -> list[Episode]:
+def strong() -> list[Episode]:  # greedy 8/8, sampled 7/8
     return rollout({t: ["success", "success"] if i != 7 else ["success", "wrong"] for i, t in enumerate(TASKS)})
 
 
-def middling() -> list[Episode]:
+def middling() -> list[Episode]:  # greedy 4/8, sampled 0/8
     return rollout({t: ["success", "KeyError"] if i % 2 == 0 else ["wrong", "no_submission"]
                     for i, t in enumerate(TASKS)})
 
 
-def weak() -> list[Episode]:
+def weak() -> list[Episode]:  # greedy 1/8, sampled 0/8
     bad = ["wrong", "KeyError", "SyntaxError", "no_submission", "format", "parse", "loop", "wrong"]
     return rollout({t: [bad[i], "wrong"] if i != 0 else ["success", "wrong"] for i, t in enumerate(TASKS)})
 
@@ -132,37 +144,98 @@ def board():
     return leaderboard({"weak": weak(), "strong": strong(), "middling": middling()}, baseline="weak")
 
 
-def test_rows_are_ranked_by_success_with_intervals_around_each_estimate(board):
+def test_rows_are_ranked_by_greedy_success_with_intervals_around_each_estimate(board):
     assert board.names() == ["strong", "middling", "weak"]
     assert [r.rank for r in board.rows] == [1, 2, 3]
-    assert board.row("strong").success.value == pytest.approx(15 / 16)
-    assert board.row("middling").success.value == pytest.approx(0.25)
-    assert board.row("weak").success.value == pytest.approx(1 / 16)
+    assert board.row("strong").success.value == 1.0
+    assert board.row("middling").success.value == pytest.approx(0.5)
+    assert board.row("weak").success.value == pytest.approx(1 / 8)
     for r in board.rows:
-        assert r.success.method == "bootstrap" and r.success.n == 8  # two episodes per task: a task bootstrap
+        assert r.success.method == "wilson" and r.success.n == 8  # one greedy episode per task
+        assert r.success == r.pooled and r.datasets == {"unknown": r.pooled}  # one dataset: the two means are one
         assert r.success.low <= r.success.value <= r.success.high
         assert set(r.domains) == {"ehr", "medcalc"}
         for est in r.domains.values():
             assert est.low <= est.value <= est.high
-        assert set(r.pass_at_k) == {"2"} and r.best_at_k == {}  # two episodes per task: pass@2 only
+        # one sampled episode per task beside the greedy one: a sampled pass@1, and no pass@2 to mix them into
+        assert r.sampled.temperatures == [0.6] and r.sampled.n_episodes == 8
+        assert r.sampled.pass_at_k == {} and r.sampled.best_at_k == {}
         assert r.turns_mean == pytest.approx(sum(len(e.turns) for e in {"strong": strong(), "middling": middling(),
                                                                           "weak": weak()}[r.rollout]) / 16)
         assert sum(r.taxonomy.values()) == r.n_episodes == 16
-    assert board.row("strong").pass_at_k["2"] == 1.0
-    assert board.row("middling").pass_at_k["2"] == pytest.approx(0.5)
+    assert board.row("strong").sampled.success.value == pytest.approx(7 / 8)
+    assert board.row("middling").sampled.success.value == 0.0
     assert board.row("middling").taxonomy == {"success": 4, "wrong_answer": 4, "code_error:KeyError": 4,
                                               "no_submission": 4}
 
 
-def test_the_difference_is_candidate_minus_baseline_with_its_interval(board):
-    assert board.row("weak").versus_baseline is None
+def test_the_headline_is_the_mean_over_datasets_with_the_pooled_mean_beside_it():
+    """Two datasets of unequal size: the small one counts as much as the large one, as in the paper's tables."""
+    small = played(rollout({f"s/{i}": ["success"] for i in range(2)}), dataset="mimic_iii")
+    large = played(rollout({f"l/{i}": ["success" if i == 0 else "wrong"] for i in range(6)}), dataset="medcalcbench")
+    row = leaderboard({"a": small + large}).row("a")
+    assert row.success.value == pytest.approx((1.0 + 1 / 6) / 2)
+    assert row.pooled.value == pytest.approx(3 / 8)
+    assert row.success.method == "stratified bootstrap" and row.success.n == 8
+    assert row.success.low <= row.success.value <= row.success.high
+    assert row.pooled.method == "wilson" and row.pooled.low <= row.pooled.value <= row.pooled.high
+    assert row.datasets["mimic_iii"].value == 1.0 and row.datasets["medcalcbench"].value == pytest.approx(1 / 6)
+    # the small dataset is solved in every resample; the large one's resampled share has quantiles 0 and 1/2
+    assert row.success.low >= 0.5 and row.success.high <= 0.75
+    md = leaderboard({"a": small + large}).to_markdown()
+    assert "| 1 | a | 0.583 [" in md and "| 0.375 [" in md and "## Greedy pass@1 by dataset" in md
+    metrics = leaderboard({"a": small + large}).metrics()
+    assert metrics["a.success"] == pytest.approx(7 / 12) and metrics["a.pooled"] == pytest.approx(3 / 8)
+    assert metrics["a.dataset.mimic_iii.success"] == 1.0
+
+
+def test_sampled_episodes_are_reported_apart_from_the_greedy_headline():
+    """A collection of 4: sample 0 greedy, 1-3 at temperature 0.6. pass@1 reads sample 0 alone; pass@k the other 3."""
+    kinds = {t: ["success", "wrong", "wrong", "success"] if i < 4 else ["wrong", "success", "wrong", "wrong"]
+             for i, t in enumerate(TASKS)}
+    row = leaderboard({"k4": rollout(kinds)}).row("k4")
+    assert row.success.value == 0.5 and row.success.method == "wilson"  # greedy: tasks 0-3
+    assert row.sampled.temperatures == [0.6] and row.sampled.n_episodes == 24
+    assert row.sampled.success.value == pytest.approx(1 / 3) and row.sampled.success.method == "bootstrap"
+    assert row.sampled.pass_at_k == {"2": pytest.approx(2 / 3)}  # 3 sampled per task: pass@4 is not reached
+    md = leaderboard({"k4": rollout(kinds)}).to_markdown()
+    sampled = md.split("## Sampled (temperature > 0)")[1].split("##")[0]
+    assert "| k4 | 0.6 | 8 | 24 | 0.333 [" in sampled and "pass@2" in sampled
+    assert "pass@2" not in md.split("## Sampled")[0]
+
+
+def test_greedy_and_sampled_rollouts_are_never_ranked_or_differenced_against_each_other():
+    greedy = rollout({t: ["success" if i < 2 else "wrong"] for i, t in enumerate(TASKS)}, temperatures=(0.0,))
+    hot = rollout({t: ["success"] for t in TASKS}, temperatures=(1.0,))  # better, but sampled
+    board = leaderboard({"hot": hot, "greedy": greedy}, baseline="greedy")
+    assert board.names() == ["greedy", "hot"] and [r.rank for r in board.rows] == [1, None]
+    row = board.row("hot")
+    assert row.success is None and row.pooled is None and row.sampled.success.value == 1.0
+    assert row.versus_baseline is None
+    assert row.versus_baseline_note == ("not compared with the baseline: the baseline has greedy episodes and this "
+                                        "rollout none, and greedy and sampled results are not compared")
+    md = board.to_markdown()
+    assert "| – | hot | – (no greedy episodes) | – | – |" in md and f"- hot: {row.versus_baseline_note}" in md
+    assert "hot.rank" not in board.metrics() and board.metrics()["hot.sampled.pass_at_1"] == 1.0
+    # the other way round, and two sampled rollouts, which are compared with each other
+    flipped = leaderboard({"hot": hot, "greedy": greedy}, baseline="hot").row("greedy")
+    assert flipped.versus_baseline is None and "this rollout has greedy episodes and the baseline none" in flipped.versus_baseline_note
+    cold = rollout({t: ["success" if i < 4 else "wrong"] for i, t in enumerate(TASKS)}, temperatures=(0.3,))
+    both = leaderboard({"hot": hot, "cold": cold}, baseline="cold").row("hot").versus_baseline
+    assert both.decoding == "sampled" and both.difference.value == pytest.approx(0.5)
+    assert "(sampled)" in leaderboard({"hot": hot, "cold": cold}, baseline="cold").to_markdown()
+
+
+def test_the_difference_pairs_greedy_episodes_only(board):
+    assert board.row("weak").versus_baseline is None and board.row("weak").versus_baseline_note is None
     for name in ("strong", "middling"):
         vs = board.row(name).versus_baseline
         d = vs.difference
-        assert vs.tasks == 8 and d.n == 8
+        assert vs.decoding == "greedy" and vs.tasks == 8 and d.n == 8
         assert d.value == pytest.approx(board.row(name).success.value - board.row("weak").success.value)
         assert d.value > 0 and d.low <= d.value <= d.high
         assert set(vs.by_domain) == {"ehr", "medcalc"}
+    assert board.row("strong").versus_baseline.difference.value == pytest.approx(7 / 8)
     assert board.row("strong").versus_baseline.difference.low > 0  # a win the interval supports
     flipped = leaderboard({"weak": weak(), "strong": strong()}, baseline="strong")
     assert flipped.row("weak").versus_baseline.difference.value < 0
@@ -170,42 +243,54 @@ def test_the_difference_is_candidate_minus_baseline_with_its_interval(board):
         leaderboard({"weak": weak()}, baseline="nope")
 
 
+def test_an_episode_without_its_sampling_is_refused_by_name():
+    bare = [episode(t, 0, "success") for t in TASKS]
+    with pytest.raises(ValueError, match="rollout 'bare': episode 'calc/0#0' records no policy, so its temperature is "
+                                         "unknown"):
+        leaderboard({"ok": weak(), "bare": bare})
+
+
 def test_ties_share_a_rank_and_single_episodes_get_wilson_intervals():
     one = rollout({t: ["success" if i < 4 else "wrong"] for i, t in enumerate(TASKS)})
     tied = leaderboard({"a": one, "b": list(one), "c": rollout({t: ["wrong"] for t in TASKS})})
     assert [r.rank for r in tied.rows] == [1, 1, 3] and tied.names() == ["a", "b", "c"]
     a = tied.row("a")
-    assert a.success.method == "wilson" and a.success.value == 0.5 and a.pass_at_k == {}
+    assert a.success.method == "wilson" and a.success.value == 0.5 and a.sampled is None
     assert a.success.low < 0.5 < a.success.high
     assert tied.row("c").success.value == 0.0 and tied.row("c").success.low == 0.0 < tied.row("c").success.high
 
 
-def test_verifier_scores_add_best_at_k():
-    eps = middling()
+def test_verifier_scores_add_best_at_k_over_the_sampled_episodes():
+    eps = rollout({t: ["wrong", "success", "KeyError"] if i % 2 == 0 else ["success", "wrong", "no_submission"]
+                   for i, t in enumerate(TASKS)})
     good = {e.episode_id: 0.9 if e.outcome is Outcome.CORRECT else 0.1 for e in eps}
     b = leaderboard({"m": eps, "w": weak()}, scores={"m": good})
-    assert b.row("m").best_at_k == {"2": pytest.approx(0.5)}  # the verifier picks the correct one when there is one
-    assert b.row("w").best_at_k == {}
-    assert "best@2" in b.to_markdown()
+    assert b.row("m").sampled.best_at_k == {"2": pytest.approx(0.5)}  # it picks the correct one when there is one
+    assert b.row("m").sampled.pass_at_k == {"2": pytest.approx(0.5)}
+    assert b.row("w").sampled.best_at_k == {}
+    assert "best@2" in b.to_markdown().split("## Sampled")[1]
 
 
 def test_markdown_and_json_hold_every_rollout(board):
     md = board.to_markdown(title="Test board")
     assert md.startswith("# Test board")
-    for section in ("## Ranking", "## Success by domain", "## Outcome classes"):
+    for section in ("## Ranking (greedy pass@1)", "## Greedy pass@1 by dataset", "## Greedy pass@1 by domain",
+                    "## Sampled (temperature > 0)", "## Outcome classes"):
         assert section in md
     for name in ("strong", "middling", "weak"):
         assert f"| {name}" in md
     ranking = md.split("## Ranking")[1].split("##")[0]
     assert ranking.index("strong") < ranking.index("middling") < ranking.index("weak (baseline)")
-    assert "code_error:KeyError" in md and "pass@2" in md and "Δ vs baseline" in md
-    assert "| 1 | strong | 0.938 [" in md
+    assert "code_error:KeyError" in md and "Δ vs baseline" in md and "mean over datasets" in md
+    assert "| 1 | strong | 1.000 [" in md
     data = json.loads(board.to_json())
     assert [r["rollout"] for r in data["rows"]] == ["strong", "middling", "weak"]
-    assert data["baseline"] == "weak" and data["domains"] == ["ehr", "medcalc"]
+    assert data["baseline"] == "weak" and data["domains"] == ["ehr", "medcalc"] and data["datasets"] == ["unknown"]
     assert data["rows"][0]["versus_baseline"]["difference"]["value"] > 0
+    assert data["rows"][0]["versus_baseline"]["decoding"] == "greedy"
     metrics = board.metrics()
-    assert metrics["strong.success"] == pytest.approx(15 / 16) and metrics["strong.rank"] == 1
+    assert metrics["strong.success"] == 1.0 and metrics["strong.rank"] == 1
+    assert metrics["strong.sampled.pass_at_1"] == pytest.approx(7 / 8)
     assert metrics["middling.taxonomy.code_error:KeyError"] == 4
     assert "strong.versus_baseline.difference" in metrics and "weak.versus_baseline.difference" not in metrics
 
@@ -290,7 +375,7 @@ def test_leaderboard_flow_writes_the_reports_and_logs_them_in_one_mlflow_run(tmp
     assert result["report_dir"] == str(out)
     assert list(result["rows"]) == ["dpo", "sft", "base"]
     dpo = result["rows"]["dpo"]
-    assert dpo["success"] == pytest.approx(15 / 16) and dpo["interval"][0] <= dpo["success"] <= dpo["interval"][1]
+    assert dpo["success"] == 1.0 and dpo["interval"][0] <= dpo["success"] <= dpo["interval"][1]
     assert set(dpo["domains"]) == {"ehr", "medcalc"}
     assert dpo["versus_baseline"]["difference"] > 0 and result["rows"]["base"]["versus_baseline"] is None
     lo, hi = dpo["versus_baseline"]["interval"]
@@ -306,7 +391,8 @@ def test_leaderboard_flow_writes_the_reports_and_logs_them_in_one_mlflow_run(tmp
     assert run.info.status == "FINISHED" and run.info.run_name == "lb-board"
     assert run.data.tags["medgym.stage"] == "evaluate" and run.data.tags["medgym.baseline"] == "base"
     assert run.data.tags["medgym.rollouts"] == "sft,dpo,base"
-    assert run.data.metrics["dpo.success"] == pytest.approx(15 / 16)
+    assert run.data.metrics["dpo.success"] == 1.0 and run.data.metrics["dpo.pooled"] == 1.0
+    assert run.data.metrics["dpo.sampled.pass_at_1"] == pytest.approx(7 / 8)
     assert run.data.metrics["sft.versus_baseline.difference"] > 0
     assert run.data.metrics["sft.taxonomy.code_error_KeyError"] == 4
     top = {a.path for a in client.list_artifacts(run.info.run_id)}

@@ -104,11 +104,39 @@ def test_assert_style_tests_see_plain_values(sandbox):
         assert not check_code(SPEC, code, sandbox).correct
 
 
-def test_trivial_match_finds_bodies_that_solve_nothing():
-    calls = [[{"args": [1], "args_after": [1], "returns": False, "stdout": ""}]]
-    assert code_judge.trivial_match(calls) is False
-    calls[0].append({"args": [2], "args_after": [2], "returns": True, "stdout": ""})
-    assert code_judge.trivial_match(calls) is None
+def call(args: list, returns: object = None, **extra: object) -> dict:
+    return {"args": args, "kwargs": {"dict": []}, "args_after": args, "returns": returns, "stdout": "", **extra}
+
+
+def test_cheap_guesses_are_found_in_a_trace():
+    """Bodies that ignore the task: one fixed value (a module constant, a literal), one exception, an input."""
+    assert code_judge.cheap_guess([[call([1], "8-bit")], [call([2], "8-bit")]]) == "return one fixed value"
+    assert code_judge.cheap_guess([[call([1], 2.0)], [call([2], 2.0000000001)]]) == "return one fixed value"
+    raising = [[{**call([1]), "raises": "KeyError"}], [{**call([2]), "raises": "KeyError"}]]
+    assert code_judge.cheap_guess(raising) == "raise KeyError"
+    assert code_judge.cheap_guess([[call(["ab", 3], "ab")], [call(["cd", 1], "cd")]]) == "return argument 1"
+    obj = {"object": "__main__.Token", "attrs": {"dict": [["text", "Hi"]]}}
+    assert code_judge.cheap_guess([[call([0], "Hi", self=obj, self_after=obj)], [call([2], "Hi", self=obj, self_after=obj)]])
+    other = {"object": "__main__.Token", "attrs": {"dict": [["text", "Yo"]]}}
+    method = [[call([], "Hi", self=obj, self_after=obj)], [call([], "Yo", self=other, self_after=other)]]
+    assert code_judge.cheap_guess(method) == "return self.text"
+
+
+def test_a_trace_that_needs_the_work_has_no_cheap_guess():
+    assert code_judge.cheap_guess([[call([2], 4)], [call([3], 9)]]) is None
+    assert code_judge.cheap_guess([[call([2], 2)], [call([3], 9)]]) is None  # one call echoes, the other does not
+    printed = [[{**call([1], 0), "stdout": "1\n"}], [{**call([2], 0), "stdout": "2\n"}]]
+    assert code_judge.cheap_guess(printed) is None  # a body that only returns cannot print
+    changed = [[{**call([[2, 1]], None), "args_after": [[1, 2]]}], [{**call([[4, 3]], None), "args_after": [[3, 4]]}]]
+    assert code_judge.cheap_guess(changed) is None  # sorts its argument in place
+    assert code_judge.cheap_guess([[call([1], 1)], [{"more": 201}]]) is None  # not every call was recorded
+
+
+def test_distinct_inputs_count_the_object_and_the_arguments():
+    obj = {"object": "x", "attrs": {"dict": [["n", 1]]}}
+    assert code_judge.distinct_inputs([[call([1], 1)], [call([1], 1)], [call([1], 1)]]) == 1
+    assert code_judge.distinct_inputs([[call([1], 1), call([2], 1)], [], []]) == 2
+    assert code_judge.distinct_inputs([[call([], 1, self=obj)], [call([], 1, self={**obj, "attrs": {"dict": []}})]]) == 2
 
 
 def test_code_spec_needs_tests():

@@ -162,7 +162,7 @@ def test_biocoder_references_that_print_a_random_draw_are_refused(tmp_path):
 
     src = tmp_path / "src" / "biocoder"
     src.mkdir(parents=True)
-    rows = [row("    random.seed(42)\n    print(pick(list(range(100))))\n"),  # seeded: fine
+    rows = [row("    random.seed(42)\n    print(pick([random.randint(0, 999) for _ in range(9)]))\n"),  # seeded: fine
             row("    print(pick(list(range(100))))\n"),  # unseeded draw
             row("    print(pick({str(i) for i in range(20)}))\n",  # a set's order follows the hash seed
                 "def pick(xs):\n    return list(xs)\n")]
@@ -172,3 +172,20 @@ def test_biocoder_references_that_print_a_random_draw_are_refused(tmp_path):
     assert [t.task_id for t in load_tasks(tmp_path / "out" / "tasks.jsonl")] == ["biocoder/test/0"]
     assert counts.refused == {"the reference solution draws random numbers without a seed": 1,
                               "the reference solution prints something different on each run": 1}
+
+
+def test_biocoder_tasks_are_checked_on_several_inputs(imported):
+    """Every seed variant reaches the function (numpy's RandomState stays a type, so `import scipy.stats` works),
+    and a program that gives the function one input only is refused: `return BIT_DEPTH_8` passed test/18 and
+    `return 'Hello'` passed test/15 when they were checked on that one input."""
+    from components.tasks import code_judge
+
+    _, _, report, tasks = imported
+    biocoder = [t for t in tasks if t.dataset == "biocoder"]
+    several = [t for t in biocoder if code_judge.distinct_inputs(t.answer_spec.expected_trace or []) >= 2]
+    assert biocoder and len(several) / len(biocoder) >= 0.9, [t.task_id for t in biocoder if t not in several]
+    assert all(code_judge.calls_recorded([run]) > 0 for t in biocoder for run in t.answer_spec.expected_trace or [])
+    ids = {t.task_id for t in biocoder}
+    assert "biocoder/test/15" not in ids and "biocoder/test/18" not in ids
+    refused = report.per_file["biocoder/test"].refused
+    assert refused["the program gives the function one input only, under every seed variant"] >= 2

@@ -2,12 +2,19 @@
 
 Every dataset of the release either maps to tasks or is refused with the reason. A malformed row is reported
 with file, line and field, and the good rows are still imported. Task ids are `<dataset>/<split>/<line index,
-0-based>` so answers can be matched to the release's rows.
+0-based>` and each task's metadata names its release file (`release_file`), so answers can be matched to the
+release's rows.
+
+The evaluation split follows the release's own protocol. MIMIC-III and eICU ship `valid_tasks.jsonl` and no test
+file; the release's task classes read that file in test mode and its metadata.json counts those rows as the test
+split, so here they are split `test` too. With `rollout_indices` the evaluation split keeps only the rows the
+release's `rollout_indices.json` lists (the paper's 100 test tasks per dataset).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -31,23 +38,57 @@ REFUSED_DATASETS: dict[str, str] = {
     "mimic_extract": "the release holds task descriptions only; the MIMIC-Extract features and labels are credentialed and not shipped",
 }
 EHRSQL_DATASETS = ("mimic_iii", "eicu", "treqs")
+EVALUATION_SPLIT = "test"
+ROLLOUT_INDICES = "rollout_indices.json"  # beside the dataset folders, as in the release's data/
+
+
+class SubsetCounts(BaseModel):
+    """What rollout_indices.json did to one evaluation file."""
+
+    listed: int  # distinct row indices the release lists for the dataset's test split
+    kept: int  # well-formed rows among them: only these are imported
+    outside: int  # well-formed rows it does not list: left out
+    missing: list[int] = Field(default_factory=list)  # listed indices naming no well-formed row (past the end, malformed)
 
 
 class ImportCounts(BaseModel):
+    release_file: str = ""  # the release's own file, relative to the source folder
     rows: int = 0
     imported: int = 0
     refused: Counter[str] = Field(default_factory=Counter)  # reason -> count
     malformed: list[str] = Field(default_factory=list)  # messages naming file, line, field
+    subset: SubsetCounts | None = None  # with rollout_indices, on evaluation files the subset file lists
 
 
 class ImportReport(BaseModel):
     out: str
     per_file: dict[str, ImportCounts] = Field(default_factory=dict)  # "<dataset>/<split>" -> counts
     ignored: list[str] = Field(default_factory=list)  # .jsonl files that are not task files (e.g. method notes)
+    valid_as_test: list[str] = Field(default_factory=list)  # datasets whose valid file became the evaluation split
+    rollout_indices: str | None = None  # the subset file the evaluation split was restricted to
+    subset_absent: list[str] = Field(default_factory=list)  # datasets that file lists nothing for: kept whole
 
     @property
     def imported(self) -> int:
         return sum(c.imported for c in self.per_file.values())
+
+    def notes(self) -> list[str]:
+        """One line per choice the import made about the evaluation split, for people reading the report."""
+        lines = []
+        for dataset in self.valid_as_test:
+            c = self.per_file[f"{dataset}/{EVALUATION_SPLIT}"]
+            lines.append(f"{dataset}: {c.release_file} (no test file beside it) is the evaluation split "
+                         f"'{EVALUATION_SPLIT}', as the release evaluates it: {c.rows} rows, {c.imported} imported")
+        if self.rollout_indices is None:
+            return lines
+        for key, c in self.per_file.items():
+            if (s := c.subset) is not None:
+                missing = f"; {len(s.missing)} listed indices name no row, e.g. {s.missing[:5]}" if s.missing else ""
+                lines.append(f"{key}: {s.kept} of {c.rows} rows kept by {self.rollout_indices} ({s.listed} listed), "
+                             f"{c.imported} imported{missing}")
+        lines += [f"{d}/{EVALUATION_SPLIT}: {self.rollout_indices} lists no test subset for {d}; every row kept"
+                  for d in self.subset_absent]
+        return lines
 
 
 @dataclass(frozen=True)
@@ -57,6 +98,8 @@ class ImportOptions:
     ehr_databases: dict[str, Path] = field(default_factory=dict)
     # runs BioCoder reference programs to take the output a submission must reproduce
     open_sandbox: Callable[[], Sandbox] | None = None
+    # keep only the evaluation rows `<src>/rollout_indices.json` lists: the subset the paper reports
+    rollout_indices: bool = False
 
 
 class Refused(Exception):
@@ -200,8 +243,9 @@ def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox
 
     Refused: a program that draws random numbers without seeding; one that never calls the function or does not
     finish; one whose trace differs between two sandboxes (two interpreters, two hash seeds: set order, clocks),
-    which could not be scored fairly; and one whose trace a body that solves nothing (`return None`, `False`, `0`,
-    ...) reproduces, which could not tell solving from not.
+    which could not be scored fairly; one that gives the function a single input under every seed variant; and one
+    whose trace a cheap guess reproduces (one fixed value such as a module constant or a literal of the harness,
+    one of its own arguments), which could not tell solving from not.
     """
     if open_sandbox is None:
         counts.refused["needs a sandbox to take the reference program's output"] += len(tasks)
@@ -232,8 +276,11 @@ def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox
             if runs != again:
                 counts.refused["the reference solution prints something different on each run"] += 1
                 continue
-            if code_judge.trivial_match(runs) is not None:
-                counts.refused["a body that solves nothing reproduces the reference's calls"] += 1
+            if code_judge.distinct_inputs(runs) < 2:
+                counts.refused["the program gives the function one input only, under every seed variant"] += 1
+                continue
+            if (guess := code_judge.cheap_guess(runs)) is not None:
+                counts.refused[f"a body that ignores the task reproduces every call: {guess}"] += 1
                 continue
             spec = task.answer_spec.model_copy(update={"expected_trace": runs})
             kept.append(task.model_copy(update={"answer_spec": spec}))
@@ -261,15 +308,62 @@ ROW_ADAPTERS: dict[str, RowAdapter] = {
 
 
 def release_files(src: Path) -> Iterator[tuple[str, str, Path]]:
-    """(dataset, split, path) for every `<dataset>/<split>_tasks.jsonl` (and `<dataset>/task.jsonl`) under src."""
+    """(dataset, split, path) for every `<dataset>/<split>_tasks.jsonl` (and `<dataset>/task.jsonl`) under src.
+
+    A dataset with `valid_tasks.jsonl` and no `test_tasks.jsonl` gets its valid file as split `test`: that is the
+    file the release evaluates on (its MIMIC-III and eICU tasks read it in test mode)."""
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder laid out as the MedAgentGym release (<dataset>/<split>_tasks.jsonl)")
     for folder in sorted(p for p in src.iterdir() if p.is_dir()):
+        has_test = (folder / f"{EVALUATION_SPLIT}_tasks.jsonl").is_file()
         for path in sorted(folder.glob("*.jsonl")):
             if m := re.fullmatch(r"(.+)_tasks", path.stem):
-                yield folder.name, m.group(1), path
+                yield folder.name, EVALUATION_SPLIT if m.group(1) == "valid" and not has_test else m.group(1), path
             elif path.stem == "task":
                 yield folder.name, "all", path
+
+
+def read_rollout_indices(path: Path) -> dict[str, set[int]]:
+    """dataset -> the 0-based row indices of its evaluation file that the release's rollout_indices.json lists.
+
+    The layout, as the release ships it and its rollout.py reads it (`indices[task][mode]`):
+    {"<dataset>": {"train": [int, ...], "test": [int, ...]}, ...}, each index a line of the file the release reads
+    in that mode. Only `test` is used. Any other shape is refused, naming the file and the field.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; the rollout subset is read from the release's {ROLLOUT_INDICES} "
+                                "beside the dataset folders")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RecordError(path, exc.lineno, None, f"not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise RecordError(path, None, None, f"expected an object of datasets, got {type(data).__name__}")
+    subset: dict[str, set[int]] = {}
+    for dataset, splits in data.items():
+        if not isinstance(splits, dict):
+            raise RecordError(path, None, dataset, f"expected an object of 'train' and 'test' lists, got {splits!r:.60}")
+        if unexpected := sorted(set(splits) - {"train", EVALUATION_SPLIT}):
+            raise RecordError(path, None, f"{dataset}.{unexpected[0]}", "unexpected key: only 'train' and 'test' are known")
+        if EVALUATION_SPLIT not in splits:
+            raise RecordError(path, None, f"{dataset}.{EVALUATION_SPLIT}", "missing")
+        for split, indices in splits.items():
+            if not isinstance(indices, list):
+                raise RecordError(path, None, f"{dataset}.{split}", f"expected a list of row indices, got {indices!r:.60}")
+            for i, index in enumerate(indices):
+                if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                    raise RecordError(path, None, f"{dataset}.{split}[{i}]",
+                                      f"expected a row index (an integer >= 0), got {index!r}")
+        subset[dataset] = set(splits[EVALUATION_SPLIT])
+    return subset
+
+
+def _keep_listed(rows: list[tuple[int, dict[str, Any]]], listed: set[int],
+                 counts: ImportCounts) -> list[tuple[int, dict[str, Any]]]:
+    kept = [(index, row) for index, row in rows if index in listed]
+    counts.subset = SubsetCounts(listed=len(listed), kept=len(kept), outside=len(rows) - len(kept),
+                                 missing=sorted(listed - {index for index, _ in kept}))
+    return kept
 
 
 def _base(dataset: str, split: str, index: int) -> dict[str, Any]:
@@ -286,15 +380,25 @@ def import_release(src: Path, out: Path, options: ImportOptions | None = None,
     tasks: list[Task] = []
     ehrsql: dict[str, list[tuple[str, Path, list[tuple[int, dict[str, Any]]], ImportCounts]]] = {}
     task_files = list(release_files(src))
+    subset = read_rollout_indices(src / ROLLOUT_INDICES) if options.rollout_indices else None
+    if subset is not None:
+        report.rollout_indices = ROLLOUT_INDICES
     taken = {path for *_, path in task_files}
     report.ignored = sorted(str(p.relative_to(src)) for p in src.glob("*/*.jsonl") if p not in taken)
     for dataset, split, path in task_files:
         key = f"{dataset}/{split}"
         if progress:
             progress(key)
-        counts = report.per_file.setdefault(key, ImportCounts())
+        counts = report.per_file.setdefault(key, ImportCounts(release_file=path.relative_to(src).as_posix()))
         rows = _read_rows(path, counts)
         counts.rows = len(rows) + len(counts.malformed)
+        if split == EVALUATION_SPLIT and path.stem == "valid_tasks":
+            report.valid_as_test.append(dataset)
+        if subset is not None and split == EVALUATION_SPLIT:
+            if dataset in subset:
+                rows = _keep_listed(rows, subset[dataset], counts)
+            else:
+                report.subset_absent.append(dataset)
         if dataset in REFUSED_DATASETS:
             counts.refused[REFUSED_DATASETS[dataset]] += len(rows)
         elif dataset in EHRSQL_DATASETS:
@@ -312,6 +416,8 @@ def import_release(src: Path, out: Path, options: ImportOptions | None = None,
         if progress:
             progress(f"{dataset}: grounding questions on the database")
         tasks.extend(import_ehrsql(dataset, files, out, options))
+    files = {key: c.release_file for key, c in report.per_file.items()}
+    tasks = [t.model_copy(update={"metadata": {**t.metadata, "release_file": files[f"{t.dataset}/{t.split}"]}}) for t in tasks]
     save_tasks(out / "tasks.jsonl", tasks)
     return report
 
@@ -342,4 +448,5 @@ def _import_rows(adapter: RowAdapter, dataset: str, split: str, path: Path,
     return tasks
 
 
-__all__ = ["EHRSQL_DATASETS", "REFUSED_DATASETS", "ImportOptions", "ImportReport", "import_release"]
+__all__ = ["EHRSQL_DATASETS", "EVALUATION_SPLIT", "REFUSED_DATASETS", "ROLLOUT_INDICES", "ImportOptions", "ImportReport",
+           "import_release", "read_rollout_indices"]
