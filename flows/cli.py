@@ -10,9 +10,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 import flows  # noqa: F401  (sets Prefect/MLflow state dirs and telemetry before they are imported)
 from components.common.io import RecordError
+from components.pipeline.plan import PlanError
 from components.policies.protocol import PolicyRefusal
 from components.training.data import EmptyDatasetError
 from components.training.datasets import DatasetValidationError
@@ -38,7 +40,48 @@ def _mount_training() -> None:
     from flows.cli_train import eval_command, train_app
 
     app.add_typer(train_app, name="train")
-    app.command("eval")(eval_command)
+    eval_app.command("report")(eval_command)
+    app.add_typer(eval_app, name="eval")
+
+
+class _ReportByDefault(TyperGroup):
+    """`medgym eval --rollout X` (options first, no subcommand) runs `eval report`, as it did before `eval compare`
+    made `eval` a group."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if args and args[0].startswith("-") and args[0] not in ctx.help_option_names:
+            args = ["report", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(cls=_ReportByDefault, no_args_is_help=True,
+                       help="Evaluate rollouts (`medgym eval --rollout NAME`: the report) or compare two evaluations.")
+
+
+@eval_app.command("compare")
+def eval_compare(
+    candidate: Annotated[str, typer.Option(help="a rollout folder, or a registered version: models:/<name>/<version> "
+                                                "or models:/<name>@<alias>")],
+    reference: Annotated[str, typer.Option(help="what the candidate is compared with, of the same kinds")],
+    metric: Annotated[str, typer.Option(help="the per-task figure compared (a rollout folder gives success)")] = "success",
+    config: Annotated[str, typer.Option("--config", help="a profile YAML or name: its registry's test settings, its "
+                                                         "MLflow store, its suite")] = "demo",
+    tasks: Annotated[Path | None, typer.Option(help="the task file the rollout folders played (default: the "
+                                                    "profile's suite)")] = None,
+    look: Annotated[int, typer.Option(min=1, help="test as the k-th candidate compared with this reference on these "
+                                                  "tasks (alpha spent as for the registry's k-th look)")] = 1,
+) -> None:
+    """candidate − reference by the registry's own rule: paired on the tasks both hold with the same content, under
+    the same conditions, by the exact paired test; prints the difference, interval, p-value, discordant counts and
+    the verdict."""
+    from flows.evaluate import compare_evaluations, comparison_lines
+
+    try:
+        comparison, reason = compare_evaluations(candidate, reference, config=config, metric=metric, tasks=tasks,
+                                                 look=look)
+    except (ValueError, LookupError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print("\n".join(comparison_lines(candidate, reference, comparison, reason)))
 
 
 def _mount_diag() -> None:
@@ -133,24 +176,16 @@ def rollout(
 ) -> None:
     """Collect K episodes per task with one policy into validated, resumable shards; tracked in MLflow."""
     from components.config import load_config
-    from components.policies.registry import PolicyConfig
-    from components.rollout.collect import CollectionConfig
     from flows.rollout import raise_if_all_refused, rollout_flow
+    from flows.rollout_options import base_collection, collection_from_options, policy_from_options
     from flows.runtime import prefect_api
 
     cfg = load_config(profile)
-    base = cfg.collection(collection) if collection else CollectionConfig(
-        sandbox_backend=cfg.sandbox.backend, limits=cfg.sandbox.limits, env=cfg.env)
-    pol = base.policy if policy is None or policy == base.policy.backend else PolicyConfig(backend=policy)
-    pol = pol.with_options(model=model, base_url=base_url, api_key_env=api_key_env)
-    updates = {"policy": pol, "split": split, "limit": limit, "workers": workers, "max_in_flight": max_in_flight,
-               "ray_address": ray_address, "sandbox_backend": sandbox}
-    config = base.model_copy(update={k: v for k, v in updates.items() if v is not None})
-    if k is not None:
-        config = config.model_copy(update={"plan": config.plan.model_copy(update={"k": k})})
-    if max_turns is not None:
-        config = config.model_copy(update={"env": config.env.model_copy(update={"max_turns": max_turns})})
-    config = CollectionConfig.model_validate(config.model_dump())  # re-check the overridden values
+    base = base_collection(cfg, collection)
+    pol = policy_from_options(base.policy, policy, {"--model": model, "--base-url": base_url, "--api-key-env": api_key_env})
+    config = collection_from_options(base, pol, {
+        "--split": split, "--limit": limit, "--k": k, "--workers": workers, "--max-in-flight": max_in_flight,
+        "--max-turns": max_turns, "--ray-address": ray_address, "--sandbox": sandbox})
     with prefect_api():
         result = rollout_flow(tasks=tasks, out_dir=out, config=config, profile=profile, name=collection or pol.backend)
     print(json.dumps(result, indent=2, default=str))
@@ -181,9 +216,15 @@ def data_import(
     out: Annotated[Path, typer.Option(help="output folder for tasks.jsonl and its files")],
     seed: int = 0,
     ehr_db: Annotated[list[str] | None, typer.Option(help="DATASET=PATH of a real database; keeps the release's answers")] = None,
+    rollout_indices: Annotated[bool, typer.Option(
+        "--rollout-indices", help="evaluate on the paper's subset: keep only the test rows SRC/rollout_indices.json lists")] = False,
     profile: str = "demo",
 ) -> None:
-    """Import the public MedAgentGym task files; report what was imported and what was refused, and why."""
+    """Import the public MedAgentGym task files; report what was imported and what was refused, and why.
+
+    A dataset that ships valid_tasks.jsonl and no test file (MIMIC-III, eICU) is evaluated on its valid rows, as the
+    release does: they become split `test`."""
+    from components.tasks.importers.medagentgym import ROLLOUT_INDICES, read_rollout_indices
     from flows.data import import_flow
 
     databases = {}
@@ -192,15 +233,20 @@ def data_import(
         if not path:
             raise typer.BadParameter(f"--ehr-db expects DATASET=PATH, got {item!r}")
         databases[name] = Path(path)
+    if rollout_indices:
+        read_rollout_indices(src / ROLLOUT_INDICES)  # a bad subset file stops here, before any flow starts
     from flows.runtime import prefect_api
 
     with prefect_api():
-        report = import_flow(src=src, out_dir=out, profile=profile, seed=seed, ehr_databases=databases)
-    table = Table("file", "rows", "imported", "refused", "malformed", "why refused")
+        report = import_flow(src=src, out_dir=out, profile=profile, seed=seed, ehr_databases=databases,
+                             rollout_indices=rollout_indices)
+    table = Table("file", "release file", "rows", "imported", "refused", "malformed", "why refused")
     for key, c in report.per_file.items():
-        table.add_row(key, str(c.rows), str(c.imported), str(sum(c.refused.values())), str(len(c.malformed)),
-                      "; ".join(f"{n}× {r}" for r, n in c.refused.most_common(2)))
+        table.add_row(key, c.release_file, str(c.rows), str(c.imported), str(sum(c.refused.values())),
+                      str(len(c.malformed)), "; ".join(f"{n}× {r}" for r, n in c.refused.most_common(2)))
     Console().print(table)
+    for note in report.notes():
+        print(note)
     for c in report.per_file.values():
         for msg in c.malformed[:5]:
             console.print(f"[yellow]malformed[/] {msg}")
@@ -281,7 +327,7 @@ def main() -> None:
     try:
         app()
     except (RecordError, FileNotFoundError, PolicyRefusal, EmptyDatasetError, DatasetValidationError,
-            RunConflictError) as exc:
+            RunConflictError, PlanError) as exc:
         sys.stderr.write(f"error: {exc}\n")  # plain text: a path must not be wrapped or styled
         raise SystemExit(2) from None
 
