@@ -4,19 +4,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from components.config import PipelineConfig
 
 train_app = typer.Typer(help="Build training data from episodes and train SFT, DPO and the verifier.",
                         no_args_is_help=True)
 ConfigOpt = Annotated[str, typer.Option("--config", help="a profile YAML (configs/demo.yaml) or a profile name")]
 
 
+def _train_only_on_train_episodes(cfg: PipelineConfig, method: str) -> None:
+    """Refuse a profile whose stage would train on valid or test episodes: one line, before a server starts."""
+    from components.pipeline.plan import PlanError, check_training_episodes
+
+    try:
+        check_training_episodes(cfg, method)  # type: ignore[arg-type]
+    except PlanError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
 def _train(method: str, config: str, fresh: bool, build: bool, log_model: bool) -> None:
+    from components.config import load_config
     from flows.runtime import prefect_api
     from flows.training import train_flow
 
+    _train_only_on_train_episodes(load_config(config), method)
     with prefect_api():
         result = train_flow(config=config, method=method, fresh=fresh, build=build, log_model=log_model)
     print(json.dumps(result, indent=2, default=str))
@@ -45,6 +60,7 @@ def data(method: Annotated[str, typer.Argument(help="sft | dpo | verifier")], co
     from components.training.stage import build_dataset
 
     cfg = load_config(Path(config) if Path(config).suffix else config)
+    _train_only_on_train_episodes(cfg, method)
     manifest = build_dataset(cfg, method)  # type: ignore[arg-type]
     print(json.dumps(manifest.model_dump(mode="json"), indent=2))
 

@@ -7,6 +7,7 @@ from typing import Any
 from prefect import flow, task
 
 from components.config import PipelineConfig, as_config
+from components.pipeline.plan import check_training_episodes
 from components.training.stage import build_dataset, run_stage
 from flows.runtime import PROJECT_ROOT
 
@@ -33,6 +34,7 @@ def train_flow(config: str | PipelineConfig, method: str, fresh: bool = False, b
     """`stage` names a training stage other than the method's own (a self-improvement round's `round1-sft`):
     its own dataset, run folder and MLflow run; `config` then carries that stage's settings as the method's."""
     cfg = as_config(config)
+    check_training_episodes(cfg, method, stage)  # type: ignore[arg-type]
     dataset = dataset_task(cfg, method, stage) if build else None
     result = train_task(cfg, method, fresh, log_model, stage)
     return {"dataset": dataset, "train": result}

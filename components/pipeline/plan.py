@@ -6,11 +6,13 @@ A stage is one of: `suite` (build or import the tasks), a rollout of the profile
 What a stage needs is read off the profile: a rollout needs the training stage whose merged model its policy
 plays, a training stage the rollouts of its `episodes`, the stage it starts from and, when it ranks by the
 verifier, the verifier. Self-improvement rounds become ordinary stages here, so everything downstream (keys,
-caching, tracking, the dry run) treats them like any other.
+caching, tracking, the dry run) treats them like any other. A training stage reads only rollouts of the train
+split (`refuse_held_out_episodes`): a profile that would train on valid or test tasks has no plan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -98,6 +100,30 @@ def _stage_name(method: Method, round_: int) -> str:
     return method if round_ == 0 else f"round{round_}-{method}"
 
 
+def training_reader(method: Method, stage: str | None = None) -> str:
+    """A training stage as its profile section is spelled: `training.dpo`, or a round's
+    `pipeline.self_improve.dpo (round1-dpo)`."""
+    return f"training.{method}" if stage in (None, method) else f"pipeline.self_improve.{method} ({stage})"
+
+
+def refuse_held_out_episodes(cfg: PipelineConfig, reader: str, episodes: Iterable[str]) -> None:
+    """Raise `PlanError` unless every rollout `reader` trains on plays the train split only. A rollout without a
+    `split` plays every split, so one missing line would put the test tasks into SFT, DPO or the verifier; a
+    rollout the profile lacks is left to the plan's own message (what nothing makes)."""
+    for name in episodes:
+        rollout = cfg.rollouts.get(name)
+        if rollout is None or rollout.split == "train":
+            continue
+        plays = "every split (it sets no split)" if rollout.split is None else f"split {rollout.split!r}"
+        raise PlanError(f"{cfg.source}: {reader} reads rollouts.{name}, which plays {plays}: training reads train "
+                        f"episodes only (set rollouts.{name}.split: train)")
+
+
+def check_training_episodes(cfg: PipelineConfig, method: Method, stage: str | None = None) -> None:
+    """`refuse_held_out_episodes` for a stage trained with `cfg`'s own settings of `method` (`medgym train`)."""
+    refuse_held_out_episodes(cfg, training_reader(method, stage), getattr(cfg.training, method).episodes)
+
+
 def expand_rounds(cfg: PipelineConfig) -> tuple[PipelineConfig, list[tuple[str, Method, object, int]]]:
     """Self-improvement rounds as rollouts and training stages: round r plays the train split with the previous
     round's model (`round<r>_train`), trains `round<r>-sft` on its verifier-approved successes and `round<r>-dpo`
@@ -109,6 +135,10 @@ def expand_rounds(cfg: PipelineConfig) -> tuple[PipelineConfig, list[tuple[str, 
         return cfg, trains
     if si.init not in KINDS:
         raise PlanError(f"pipeline.self_improve.init must be a training stage ({', '.join(KINDS)}), not {si.init!r}")
+    if si.train.split not in (None, "train"):
+        raise PlanError(f"{cfg.source}: pipeline.self_improve.train plays split {si.train.split!r}, and each round's "
+                        "sft and dpo train on it: training reads train episodes only (set "
+                        "pipeline.self_improve.train.split: train, or leave it out)")
     rollouts = dict(cfg.rollouts)
     prev = merged_dir(cfg, si.init)  # type: ignore[arg-type]
     for r in range(1, si.rounds + 1):
@@ -147,6 +177,7 @@ def build_plan(cfg: PipelineConfig) -> Plan:
     for name, method, settings, r in trains:
         if r == 0 and method not in cfg.training.model_fields_set:
             continue  # a method is trained when the profile configures it
+        refuse_held_out_episodes(cfg, training_reader(method, name), settings.episodes)  # type: ignore[attr-defined]
         needs = [*settings.episodes]  # type: ignore[attr-defined]
         init = settings.init  # type: ignore[attr-defined]
         if init in KINDS:

@@ -1,11 +1,12 @@
 """What the pipeline remembers between runs: each stage's key and status, so a rerun skips what still holds.
 
-A stage's key hashes what decides its result: its part of the profile, the source of the code it runs, and the
-keys of the stages it reads. A rerun with the same key finds the stage done and skips it (its outputs must still
-be there); a changed key clears the stage's outputs and runs it again, and with it, through their keys, every
-stage downstream. A stage left `running` (the process was killed) runs again on its outputs: rollouts skip the
-episodes they hold and training resumes from its last checkpoint. A finished GRPO stage asked for more steps and
-nothing else extends its run from its last checkpoint instead of starting over (`extends`).
+A stage's key hashes what decides its result: its part of the profile, the source of the code it runs (the import
+closure of the components it calls: `ENTRIES`, closure.py), and the keys of the stages it reads. A rerun with the
+same key finds the stage done and skips it (its outputs must still be there); a changed key clears the stage's
+outputs and runs it again, and with it, through their keys, every stage downstream. A stage left `running` (the
+process was killed) runs again on its outputs: rollouts skip the episodes they hold and training resumes from its
+last checkpoint. A finished GRPO stage asked for more steps and nothing else extends its run from its last
+checkpoint instead of starting over (`extends`).
 """
 
 from __future__ import annotations
@@ -24,45 +25,59 @@ from pydantic import BaseModel, Field
 
 from components.common.io import atomic_write
 from components.config import PipelineConfig
+from components.pipeline.closure import closure
 from components.pipeline.plan import Plan, Stage
 
-# what every DiagGym agent stage plays: the actions, the environment, its grading and the world models
-DIAG_ENV = tuple(f"components/diag/{m}.py" for m in ("catalogue", "actions", "env", "grading", "world", "results"))
-# the source each kind of stage runs: a change there reruns the stage (tracking and orchestration code do not)
-CODE: dict[str, tuple[str, ...]] = {
-    "suite": ("components/tasks", "components/ehr", "components/sandbox", "components/common"),
-    "rollout": ("components/envs", "components/rollout", "components/policies", "components/sandbox",
-                "components/tasks/checkers.py", "components/tasks/scoring.py"),
-    "train": ("components/training", "components/policies/tokens.py", "infra/deepspeed"),
-    "evaluate": ("components/evaluation", "components/training/verifier.py"),
-    "register": ("components/registry.py",),
-    **{f"diag_{k}": v for k, v in {
-        "cohort": tuple(f"components/diag/{m}.py" for m in ("cohort", "catalogue", "disease_data", "exam_data",
-                                                            "profile", "record", "results", "validation")),
-        "world": ("components/diag/world.py", "components/diag/lm_world.py", "components/diag/fidelity.py",
-                  "components/training"),
-        "cold_start": (*DIAG_ENV, "components/rl/oracle.py", "components/rl/cold_start.py", "components/training",
-                       "components/policies/tokens.py"),
-        "grpo": (*DIAG_ENV, "components/rl/grpo.py", "components/rl/multiturn.py", "components/training",
-                 "components/policies/tokens.py"),
-        "evaluate": (*DIAG_ENV, "components/diag/evaluate.py", "components/diag/baselines.py",
-                     "components/diag/metrics.py", "components/diag/plots.py", "components/rl/multiturn.py",
-                     "components/rl/play.py", "components/evaluation/metrics.py"),
-        "register": ("components/registry.py",),
-    }.items()},
+# what each kind of stage runs: the components its flow calls (flows/pipeline.py's runners, flows/diag_pipeline.py's
+# flows and the flows they call); its key hashes their import closure, so a change anywhere they reach reruns it.
+# The flows themselves stay out: they wire settings (hashed as the stage's inputs) into these calls and track the
+# result, and each flow module imports every kind's components, so following them would key every stage on all.
+ENTRIES: dict[str, tuple[str, ...]] = {
+    "suite": ("components.tasks.suite", "components.tasks.importers.medagentgym", "components.tasks.validation",
+              "components.tasks.record", "components.sandbox.factory", "components.sandbox.protocol",
+              "components.sandbox.warm", "components.envs.solvability"),
+    "rollout": ("components.rollout.collect", "components.envs.episode", "components.policies.protocol"),
+    "train": ("components.training.stage",),
+    "evaluate": ("components.evaluation.leaderboard", "components.evaluation.plots", "components.evaluation.report",
+                 "components.training.verifier", "components.training.stage"),
+    "register": ("components.registry", "components.training.datasets", "components.training.stage",
+                 "components.pipeline.provenance"),
+    "diag_cohort": ("components.diag.cohort", "components.diag.validation"),
+    "diag_world": ("components.diag.world", "components.diag.lm_world", "components.diag.fidelity",
+                   "components.diag.record"),
+    "diag_cold_start": ("components.rl.cold_start", "components.diag.world", "components.diag.record"),
+    "diag_grpo": ("components.rl.grpo", "components.diag.world", "components.diag.record"),
+    "diag_evaluate": ("components.diag.evaluate", "components.diag.baselines", "components.diag.plots",
+                      "components.rl.multiturn", "components.rl.play", "components.diag.world",
+                      "components.diag.record"),
+    "diag_register": ("components.registry", "components.registry.content", "components.diag.fidelity",
+                      "components.diag.metrics", "components.diag.record", "components.envs.episode",
+                      "components.pipeline.provenance"),
 }
+# what a kind of stage reads that no import or file name beside its modules says (closure.py finds those)
+READS: dict[str, tuple[str, ...]] = {"train": ("infra/deepspeed",)}  # the accelerate/DeepSpeed files `launch` picks
 Decision = Literal["cached", "new", "resume", "extend", "stale"]
+
+
+def stage_files(root: Path, kind: str) -> tuple[str, ...]:
+    """The files under `root` a kind of stage runs or reads: its entry modules' import closure and its READS."""
+    return closure(root, ENTRIES[kind]) + READS.get(kind, ())
 
 
 @cache
 def code_digest(root: Path, paths: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
+    """sha256 over each file's path and bytes, sorted; a folder counts as its code and config files."""
+    files: set[Path] = set()
     for rel in paths:
         base = root / rel
-        files = sorted(base.rglob("*")) if base.is_dir() else [base]
-        for f in files:
-            if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".yaml", ".json", ".lock", ""):
-                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+        if base.is_dir():
+            files.update(f for f in base.rglob("*") if f.is_file() and "__pycache__" not in f.parts
+                         and f.suffix in (".py", ".yaml", ".json", ".lock", ""))
+        elif base.is_file():
+            files.add(base)
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -106,7 +121,7 @@ def diag_inputs(cfg: PipelineConfig, stage: Stage) -> dict[str, Any]:
 
 def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path) -> str:
     doc = {"stage": stage.name, "kind": stage.kind, "inputs": stage_inputs(plan, stage),
-           "code": code_digest(root, CODE[stage.kind]), "upstream": {n: upstream[n] for n in stage.needs}}
+           "code": code_digest(root, stage_files(root, stage.kind)), "upstream": {n: upstream[n] for n in stage.needs}}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
