@@ -217,7 +217,7 @@ def compare_evaluations(candidate: str, reference: str, config: str | PipelineCo
     evaluations = [_evaluation_of(s, metric, lambda: tasks or PROJECT_ROOT / cfg.data.out_dir / "tasks.jsonl",
                                   lambda: MlflowTracker(cfg.tracking, PROJECT_ROOT).uri)
                    for s in (candidate, reference)]
-    return decide(*evaluations, "reference", cfg.registry, prior_looks=lambda digest: look - 1)
+    return decide(*evaluations, "reference", cfg.registry, prior_looks=lambda paired: look - 1)
 
 
 def comparison_lines(candidate: str, reference: str, comparison: Comparison | None, reason: str) -> list[str]:

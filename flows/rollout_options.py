@@ -91,4 +91,3 @@ def _message(err: Any) -> str:
         choices = err["ctx"]["expected"].replace("'", "")
         return f"{err['input']!r} (choose {choices})"
     return err["msg"]
-

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from components.config import PipelineConfig, TrackingConfig
-from components.evaluation.report import compare
+from components.evaluation.report import compare, task_success
 from components.registry import TASK_SUCCESS_TAG, Evaluation, RegistryConfig, git_commit, register
 from tests.conftest import ROOT
 from tests.evaluation.test_leaderboard import episode
@@ -32,9 +32,9 @@ def rollout(correct_tasks: int, samples: int = 2) -> list:
 
 def evaluated(played: dict[str, float] | list, **kw) -> Evaluation:
     """An evaluation of episodes or per-task scores on the same TASKS tasks, played under CONDITIONS."""
-    e = Evaluation(task_success=played, **kw) if isinstance(played, dict) else Evaluation.from_episodes(played, **kw)
-    return e.model_copy(update={"task_hashes": {t: f"content of {t}" for t in e.task_success},
-                                "conditions": CONDITIONS})
+    scores = played if isinstance(played, dict) else task_success(played)
+    return Evaluation(task_success=scores, task_hashes={t: f"content of {t}" for t in scores}, conditions=CONDITIONS,
+                      **kw)
 
 
 def write_tasks(path: Path) -> Path:

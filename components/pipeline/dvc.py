@@ -23,7 +23,7 @@ from components.training.stage import dataset_dir, merged_dir
 # folders where a stage runs a few files and miss files a stage does run (GRPO's reward in components/diag/metrics.py,
 # the rollouts' answer checkers). Rendering them from the closure changes every stage's deps, which re-keys dvc.lock
 # and pipelines/diag-demo/dvc.lock and needs full reruns of both pipelines: the next relock of both should derive
-# them from `state.stage_files` and drop this table.
+# them from `state.stage_files` and drop this table. Registration writes no data, so it has no DVC stage here.
 DIAG_ENV = tuple(f"components/diag/{m}.py" for m in ("catalogue", "actions", "env", "grading", "world", "results"))
 DVC_DEPS: dict[str, tuple[str, ...]] = {
     "suite": ("components/tasks", "components/ehr", "components/sandbox", "components/common"),
@@ -31,7 +31,6 @@ DVC_DEPS: dict[str, tuple[str, ...]] = {
                 "components/tasks/checkers.py", "components/tasks/scoring.py"),
     "train": ("components/training", "components/policies/tokens.py", "infra/deepspeed"),
     "evaluate": ("components/evaluation", "components/training/verifier.py"),
-    "register": ("components/registry",),
     **{f"diag_{k}": v for k, v in {
         "cohort": tuple(f"components/diag/{m}.py" for m in ("cohort", "catalogue", "disease_data", "exam_data",
                                                             "profile", "record", "results", "validation")),
@@ -44,7 +43,6 @@ DVC_DEPS: dict[str, tuple[str, ...]] = {
         "evaluate": (*DIAG_ENV, "components/diag/evaluate.py", "components/diag/baselines.py",
                      "components/diag/metrics.py", "components/diag/plots.py", "components/rl/multiturn.py",
                      "components/rl/play.py", "components/evaluation/metrics.py"),
-        "register": ("components/registry",),
     }.items()},
 }
 

@@ -8,8 +8,9 @@ Pairing, in this order; the first check that fails keeps the candidate a challen
 4. the task ids both hold whose content hashes are equal are paired; shared ids that hold different tasks are left
    out and counted, and with none left there is nothing to pair.
 The paired tasks are tested with `paired_test` (components.registry.significance) at the level of this look: the
-caller counts the candidates already tested against the same reference on the same tasks (the digest of the paired
-tasks and their hashes; `prior_looks`), and look k is tested at alpha · 6 / (π² k²).
+caller counts the candidates already tested against the same reference on any of the paired tasks (same id, same
+content hash; `prior_looks`), and look k is tested at alpha · 6 / (π² k²). Any shared task counts, not only the same
+set: a candidate scored on one task fewer (an unfinished episode, another --limit) looks at the same evidence again.
 
 The registry (components.registry.store) and `medgym eval compare` both call `decide`: a promotion and a comparison
 a person runs are the same test.
@@ -17,7 +18,7 @@ a person runs are the same test.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel
@@ -43,7 +44,7 @@ class Comparison(BaseModel):
     against_version: str | None = None  # the champion's version; None otherwise
     against_reference: str | None = None  # where the reference's episodes are
     tasks: list[str]  # the paired task ids
-    tasks_digest: str  # of the paired tasks and their content: looks at one reference are counted on it
+    tasks_digest: str  # of the paired tasks and their content: tagged, so a later look on the same set is counted unread
     candidate_only: int  # task ids only the candidate holds
     reference_only: int
     content_differs: int  # task ids both hold for different tasks (their content hashes differ): left out
@@ -77,10 +78,10 @@ def _unpairable(candidate: Evaluation, reference: Evaluation, who: str) -> str |
 
 
 def decide(candidate: Evaluation, reference: Evaluation, against: Role, config: RegistryConfig, *,
-           version: str | None = None, prior_looks: Callable[[str], int] = lambda digest: 0
+           version: str | None = None, prior_looks: Callable[[Mapping[str, str]], int] = lambda paired: 0
            ) -> tuple[Comparison | None, str]:
-    """The comparison and its reason; None and the reason when the two cannot be paired. `prior_looks(digest)`
-    counts the candidates tested before against this reference on the paired tasks of that digest."""
+    """The comparison and its reason; None and the reason when the two cannot be paired. `prior_looks(paired)`
+    counts the candidates tested before against this reference on any of `paired` (task id -> content hash)."""
     who = describe(against, version)
     problem = _unpairable(candidate, reference, who)
     if problem:
@@ -96,7 +97,7 @@ def decide(candidate: Evaluation, reference: Evaluation, against: Role, config: 
                       "no task to pair on, so no promotion")
     digest = tasks_digest(a, paired)
     test = paired_test({t: candidate.task_success[t] for t in paired}, {t: reference.task_success[t] for t in paired},
-                       metric=candidate.metric, alpha=config.alpha, look=prior_looks(digest) + 1,
+                       metric=candidate.metric, alpha=config.alpha, look=prior_looks({t: a[t] for t in paired}) + 1,
                        min_discordant=config.min_discordant, margin=config.margin, n_perm=config.n_perm,
                        n_boot=config.n_boot, seed=config.seed)
     comparison = Comparison(against=against, against_version=version, against_reference=reference.reference,
@@ -109,6 +110,6 @@ def explain(c: Comparison) -> str:
     t = c.test
     left_out = f", {c.content_differs} shared ids holding different tasks left out" if c.content_differs else ""
     return (f"candidate − {c.who} {t.metric} over {t.n_tasks} paired tasks ({c.candidate_only} candidate-only, {c.reference_only} "
-            f"{c.against}-only{left_out}); {t.explain()}. Look {t.look} against {c.who} on these {t.n_tasks} tasks: "
-            f"alpha {t.nominal_alpha:g} spent as {t.nominal_alpha:g}·6/(π²·{t.look ** 2}) = {t.alpha:.4f}; a fresh "
-            "test draw resets the count")
+            f"{c.against}-only{left_out}); {t.explain()}. Look {t.look} against {c.who} on any of these {t.n_tasks} "
+            f"tasks: alpha {t.nominal_alpha:g} spent as {t.nominal_alpha:g}·6/(π²·{t.look ** 2}) = {t.alpha:.4f}; only "
+            "tasks no earlier candidate was tested on against it start the count afresh")

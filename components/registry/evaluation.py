@@ -10,11 +10,7 @@ never paired.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from components.envs.episode import Episode
 
 DEFAULT_METRIC = "success"  # what versions registered before the metric was named were evaluated on
 
@@ -55,15 +51,6 @@ class Evaluation(BaseModel):
             odd = sorted(set(self.task_hashes) ^ set(self.task_success))
             raise ValueError(f"task_hashes must cover exactly the scored tasks; {len(odd)} differ, e.g. {odd[0]!r}")
         return self
-
-    @classmethod
-    def from_episodes(cls, episodes: Sequence[Episode], reference: str | None = None,
-                      scores: Mapping[str, float] | None = None) -> Evaluation:
-        """Per-task success only; components.registry.rollout adds what a rollout folder's tasks held and the
-        conditions it was played under."""
-        from components.evaluation.report import task_success
-
-        return cls(task_success=task_success(episodes), reference=reference, scores=dict(scores or {}))
 
     @property
     def success(self) -> float:

@@ -15,8 +15,8 @@ keeps where the episodes came from, and `medgym.eval.metric` what the per-task f
 
 Looks: a version that was tested records the reference (`medgym.decision.against`: `champion v2`, `baseline`), the
 digest of the paired tasks and their content (`medgym.decision.tasks_digest`) and its look number. The next
-candidate counts the versions tested against the same reference on the same tasks and is tested at the alpha its
-look is spent to.
+candidate counts the versions tested against the same reference on any of its paired tasks (same id, same content
+hash) and is tested at the alpha its look is spent to.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from components.config import RegistryConfig, TrackingConfig
+from components.registry.content import tasks_digest
 from components.registry.decision import Comparison, Role, decide
 from components.registry.evaluation import DEFAULT_METRIC, Evaluation
 from components.tracking.tracker import mlflow_key
@@ -128,19 +129,33 @@ def read_evaluation(version: Any, tracking_uri: str) -> Evaluation | None:
                       metric=version.tags.get(METRIC_TAG, DEFAULT_METRIC), **recorded)
 
 
-def prior_looks(client: Any, name: str, against: str, digest: str) -> int:
-    """How many versions of `name` were tested against `against` (tag form: `champion v2`, `baseline`) on the
-    paired tasks of `digest`."""
-    versions = client.search_model_versions(f"name = '{name}'")
-    return sum(1 for v in versions if v.tags.get(AGAINST_TAG) == against and v.tags.get(DIGEST_TAG) == digest)
+def prior_looks(client: Any, name: str, against: str, paired: Mapping[str, str], tracking_uri: str) -> int:
+    """How many versions of `name` were tested against `against` (tag form: `champion v2`, `baseline`) on any of
+    the `paired` tasks (task id -> content hash).
+
+    Overlap, not the same set: a candidate scored on one task fewer (an unfinished episode) or on a few more looks at
+    the same evidence again. A version that records no task hashes is counted."""
+    digest = tasks_digest(paired, paired)
+    looks = 0
+    for v in client.search_model_versions(f"name = '{name}'"):
+        if v.tags.get(AGAINST_TAG) != against:
+            continue
+        uri = v.tags.get(RECORDED["task_hashes"][0])
+        if v.tags.get(DIGEST_TAG) == digest or not uri:  # the same set, or unknown tasks: counted without reading
+            looks += 1
+            continue
+        hashes = _read_json(uri, tracking_uri)
+        looks += any(hashes.get(t) == h for t, h in paired.items())
+    return looks
 
 
 def _against_tag(against: Role, version: str | None) -> str:
     return f"champion v{version}" if against == "champion" else against
 
 
-def _decide(client: Any, candidate: Evaluation, champion: Any | None, champion_eval: Evaluation | None,
-            baseline: Evaluation | None, config: RegistryConfig) -> tuple[Comparison | None, str]:
+def _decide(client: Any, tracking_uri: str, candidate: Evaluation, champion: Any | None,
+            champion_eval: Evaluation | None, baseline: Evaluation | None, config: RegistryConfig
+            ) -> tuple[Comparison | None, str]:
     against: Role
     if champion is not None:
         if champion_eval is None:
@@ -153,7 +168,7 @@ def _decide(client: Any, candidate: Evaluation, champion: Any | None, champion_e
         return None, "no champion and no baseline evaluation: nothing supports a promotion"
     tag = _against_tag(against, version)
     return decide(candidate, reference, against, config, version=version,
-                  prior_looks=lambda digest: prior_looks(client, config.name, tag, digest))
+                  prior_looks=lambda paired: prior_looks(client, config.name, tag, paired, tracking_uri))
 
 
 def _tags(candidate: Evaluation, data_versions: Mapping[str, str], commit: str, dirty: bool,
@@ -221,7 +236,7 @@ def register(config: RegistryConfig, tracking: TrackingConfig, candidate: Evalua
         client = MlflowClient(tracking_uri=run.tracking_uri)
         champion = current_champion(client, config)
         champion_eval = read_evaluation(champion, run.tracking_uri) if champion is not None else None
-        comparison, reason = _decide(client, candidate, champion, champion_eval, baseline, config)
+        comparison, reason = _decide(client, run.tracking_uri, candidate, champion, champion_eval, baseline, config)
         promoted = comparison is not None and comparison.supported
         alias = config.champion_alias if promoted else config.challenger_alias
 

@@ -167,8 +167,8 @@ def test_looks_at_one_champion_on_the_same_tasks_are_counted_and_spend_alpha_a_f
     t = third.comparison.test
     assert (t.look, t.wins, t.losses, t.p_value) == (3, 7, 0, 1 / 128) and not third.promoted
     assert t.alpha == pytest.approx(0.05 * 6 / (3.141592653589793 ** 2 * 9))
-    assert ("Look 3 against champion v1 on these 12 tasks: alpha 0.05 spent as 0.05·6/(π²·9) = 0.0034; a fresh test "
-            "draw resets the count") in third.reason
+    assert ("Look 3 against champion v1 on any of these 12 tasks: alpha 0.05 spent as 0.05·6/(π²·9) = 0.0034; only "
+            "tasks no earlier candidate was tested on against it start the count afresh") in third.reason
     assert "not promoted: p 0.007812 > alpha 0.003377" in third.reason
     # the same evidence as a first look passes: what the count cost
     champion_eval = evaluation(champion_solves)
@@ -187,3 +187,31 @@ def test_looks_at_one_champion_on_the_same_tasks_are_counted_and_spend_alpha_a_f
     decision = json.loads(Path(client.download_artifacts(third.run_id, "evaluation/decision.json")).read_text())
     assert decision["comparison"]["test"]["look"] == 3 and decision["comparison"]["tasks_digest"] == \
         tags[2]["medgym.decision.tasks_digest"]
+
+
+def test_a_look_on_fewer_or_more_of_the_same_tasks_is_counted_not_a_first_look(store):
+    """Champion v1 was evaluated on 24 tasks and a first candidate tested on 12 of them. A candidate whose episode on
+    one of those 12 did not finish (so 11 are paired), and one scored on all 24, look at the same evidence again:
+    looks 2 and 3, not first looks on a new set of tasks. A task whose content changed since is not the same task."""
+    tracking, uri = store
+    cfg = RegistryConfig(name="overlapping-looks")
+    ids = [f"t{i:02d}" for i in range(24)]
+
+    def evaluation(solved: set[str], tasks: list[str]) -> Evaluation:
+        return Evaluation(task_success={t: float(t in solved) for t in tasks}, task_hashes={t: f"c-{t}" for t in tasks},
+                          conditions={"k": 1, "split": "test"})
+
+    solved = set(ids[:3] + ids[12:15])
+    assert register(cfg, tracking, evaluation(solved, ids), model_uri=uri, baseline=evaluation(set(), ids)).promoted
+    looks = [register(cfg, tracking, evaluation(solved, tasks), model_uri=uri).comparison.test.look
+             for tasks in (ids[:12], ids[:11], ids)]
+    assert looks == [1, 2, 3]
+
+    # an earlier candidate whose first 6 tasks were rebuilt (other content) was tested on the other 6 only: a later
+    # candidate on those first 6, as the champion played them, is the first look at them
+    other = RegistryConfig(name="rebuilt-looks")
+    assert register(other, tracking, evaluation(solved, ids), model_uri=uri, baseline=evaluation(set(), ids)).promoted
+    partly = evaluation(solved, ids[:12])
+    partly = partly.model_copy(update={"task_hashes": {**partly.task_hashes, **{t: f"rebuilt-{t}" for t in ids[:6]}}})
+    assert register(other, tracking, partly, model_uri=uri).comparison.tasks == ids[6:12]
+    assert register(other, tracking, evaluation(solved, ids[:6]), model_uri=uri).comparison.test.look == 1
