@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 from typer.core import TyperGroup
 
 import flows  # noqa: F401  (sets Prefect/MLflow state dirs and telemetry before they are imported)
@@ -240,9 +240,12 @@ def data_import(
     with prefect_api():
         report = import_flow(src=src, out_dir=out, profile=profile, seed=seed, ehr_databases=databases,
                              rollout_indices=rollout_indices)
-    table = Table("file", "release file", "rows", "imported", "refused", "malformed", "why refused")
+    # the file is a task id prefix people search for: never broken over lines
+    table = Table(Column("file", no_wrap=True), "rows", "imported", "refused", "malformed", "why refused")
     for key, c in report.per_file.items():
-        table.add_row(key, c.release_file, str(c.rows), str(c.imported), str(sum(c.refused.values())),
+        # the release file only where it is not the split's own (a valid file imported as the evaluation split)
+        name = key if c.release_file in ("", f"{key}_tasks.jsonl") else f"{key} ← {c.release_file}"
+        table.add_row(name, str(c.rows), str(c.imported), str(sum(c.refused.values())),
                       str(len(c.malformed)), "; ".join(f"{n}× {r}" for r, n in c.refused.most_common(2)))
     Console().print(table)
     for note in report.notes():
