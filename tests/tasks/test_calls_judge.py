@@ -1,4 +1,4 @@
-"""Assert-style code checks (`calls` mode) against hostile submissions: real process sandbox, real judge.
+"""Assert-style code checks (`calls` mode) against hostile submissions: real process and Docker sandboxes, real judge.
 
 Each hostile submission below passed the landed judge (the submission ran in a fork of the judge, and every
 callable it defined became a name in the tests' scope); each must fail now, and the right answers must pass.
@@ -11,23 +11,30 @@ import pytest
 from components.sandbox.factory import open_sandbox
 from components.tasks.checkers import check_code
 from components.tasks.record import AnswerSpec, AnswerType
+from tests.sandbox.conftest import require_backend
 
 
 def spec(tests: str) -> AnswerSpec:
     return AnswerSpec(type=AnswerType.CODE, tests=tests)
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    box = open_sandbox("process")
+# the judge starts a fresh interpreter inside the sandbox: both backends must let it, and hold it as they hold the rest
+BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def sandbox(request):
+    require_backend(request.param)
+    box = open_sandbox(request.param)
     yield box
     box.close()
 
 
-@pytest.fixture
-def fresh_sandbox():
+@pytest.fixture(params=BACKENDS)
+def fresh_sandbox(request):
     """For submissions that write files: what they leave must not reach the next check."""
-    box = open_sandbox("process")
+    require_backend(request.param)
+    box = open_sandbox(request.param)
     yield box
     box.close()
 
