@@ -29,7 +29,7 @@ from components.envs.episode import Episode, load_episodes
 from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import diag_paths
 from components.pipeline.provenance import dvc_versions
-from components.registry import Evaluation, case_hashes, flat, register
+from components.registry import Evaluation, as_conditions, case_hashes, register
 from components.registry.content import tasks_digest
 from components.tracking.tracker import mlflow_key
 from components.tracking.training import MlflowStepLogger, flatten, training_run
@@ -247,7 +247,7 @@ def _played_under(d: DiagSettings, world_fit: str) -> dict[str, Any]:
     (the statistical model's fit and the evaluation's seed, which also seeds the draws), samples per case and the
     models' sampling."""
     e = d.evaluate
-    return {**flat(d.env.model_dump(mode="json")), "samples": e.samples, "temperature": e.temperature,
+    return {**as_conditions(d.env.model_dump(mode="json")), "samples": e.samples, "temperature": e.temperature,
             "max_new_tokens": e.max_new_tokens, "max_context": d.grpo.settings.max_context, "seed": e.seed,
             "split": "test", "world_fit": world_fit}
 

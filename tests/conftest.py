@@ -29,6 +29,21 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
 
+@pytest.fixture(scope="module")
+def model_store(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path):
+    """A sqlite MLflow store of the module's own holding the tiny model logged once, as `run_stage` logs a merged
+    checkpoint: (its TrackingConfig, the logged model's URI)."""
+    from components.config import TrackingConfig
+    from components.tracking.training import training_run
+
+    root = tmp_path_factory.mktemp("mlflow")
+    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{root / 'mlflow.db'}",
+                              artifact_location=str(root / "artifacts"), experiment="t")
+    with training_run(tracking, "t-model", system_metrics=False) as run:
+        uri = run.log_model(tiny_model)
+    return tracking, uri
+
+
 @pytest.fixture(scope="session")
 def small_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generated suite with two categories per domain (2 train + 1 test each), confirmed in the process sandbox;

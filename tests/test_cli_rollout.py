@@ -11,7 +11,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -19,25 +18,15 @@ from typer.testing import CliRunner
 
 from components.envs.episode import Episode, Outcome
 from components.policies.models import SMOLLM2, resolve_model
-from components.policies.vllm_server import VLLMConfig, VLLMServer, default_python
+from components.policies.vllm_server import VLLMServer
 from components.rollout.store import load_episodes_dir
 from flows.cli import app
 from tests.policies.fault_server import FaultServer, Recorded, Reply, ok
+from tests.vllm_support import real_vllm, smollm2_server
 
 MEDGYM = [str(Path(sys.executable).parent / "medgym")]  # the installed entry point, as a user runs it
 KEY_ENV = "MEDGYM_TEST_ROLLOUT_KEY"
 ANSWER = 20.0  # every task below: a BMI of 20 kg/m^2
-
-# CI builds the environment and sets MEDGYM_REQUIRE_VLLM=1: there a missing one fails instead of skipping
-VLLM_ABSENT = not default_python().exists() and os.environ.get("MEDGYM_REQUIRE_VLLM") != "1"
-slow_vllm = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900),
-             pytest.mark.skipif(VLLM_ABSENT, reason="vLLM venv absent: run infra/vllm/setup.sh (CI does)")]
-
-
-def real_vllm(fn: Any) -> Any:
-    for mark in reversed(slow_vllm):
-        fn = mark(fn)
-    return fn
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the process sandbox backend needs root (namespaces, uid switch)")
 
@@ -177,14 +166,8 @@ def test_an_option_the_policy_or_collection_refuses_is_named_in_one_line(work, t
 # ---------------------------------------------------------------------- a real vLLM server (CI)
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    srv = VLLMServer(VLLMConfig(model=str(resolve_model(SMOLLM2)), max_model_len=4096, dtype="float32",
-                                enforce_eager=True, cpu_kvcache_space_gib=1,
-                                state_dir=tmp_path_factory.mktemp("vllm-state")))
-    srv.start()
-    try:
+    with smollm2_server(tmp_path_factory.mktemp("vllm-state")) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @real_vllm

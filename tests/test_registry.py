@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig, TrackingConfig
+from components.config import PipelineConfig
 from components.evaluation.report import compare, task_success
 from components.registry import TASK_SUCCESS_TAG, Evaluation, RegistryConfig, git_commit, register
 from tests.conftest import ROOT
@@ -47,24 +47,11 @@ def write_tasks(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, tiny_model):
-    """A sqlite store holding the tiny model logged once, as `run_stage` logs a merged checkpoint."""
-    from components.tracking.training import training_run
-
-    root = tmp_path_factory.mktemp("mlflow")
-    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{root / 'mlflow.db'}",
-                              artifact_location=str(root / "artifacts"), experiment="t")
-    with training_run(tracking, "t-sft", system_metrics=False) as run:
-        uri = run.log_model(tiny_model)
-    return tracking, uri
-
-
 def test_a_supported_win_over_the_baseline_is_champion_a_next_unsupported_one_challenger_and_a_fresh_process_loads_it(
-        store, tiny_model):
+        model_store, tiny_model):
     from mlflow.tracking import MlflowClient
 
-    tracking, uri = store
+    tracking, uri = model_store
     cfg = RegistryConfig(name="agent")
     base, first, second = rollout(1), rollout(9), rollout(10)
     client = MlflowClient(tracking_uri=tracking.mlflow_uri)
@@ -130,10 +117,10 @@ def test_a_supported_win_over_the_baseline_is_champion_a_next_unsupported_one_ch
 
 
 def test_the_flow_holds_back_a_win_the_margin_does_not_cover_and_a_first_model_with_nothing_to_beat(
-        store, tmp_path):
+        model_store, tmp_path):
     from flows.register import register_flow
 
-    tracking, uri = store
+    tracking, uri = model_store
     rollouts = {"base-test": write_rollout(tmp_path / "base", rollout(1)),
                 "sft-test": write_rollout(tmp_path / "sft", rollout(9))}
     write_tasks(tmp_path / "suite" / "tasks.jsonl")  # the profile's suite: what the rollouts played
@@ -167,12 +154,12 @@ def test_the_flow_holds_back_a_win_the_margin_does_not_cover_and_a_first_model_w
     assert conditions == {"k": 2, "split": "test"}  # these hand-made episodes record no sampling or environment
 
 
-def test_a_candidate_is_only_paired_with_a_champion_or_baseline_evaluated_on_the_same_metric(store):
+def test_a_candidate_is_only_paired_with_a_champion_or_baseline_evaluated_on_the_same_metric(model_store):
     """A per-task accuracy against a per-task exam F1 would be a difference of unlike things: no promotion on it,
     however large; the metric is tagged and read back, and the next candidate on the champion's metric pairs."""
     from mlflow.tracking import MlflowClient
 
-    tracking, uri = store
+    tracking, uri = model_store
     cfg = RegistryConfig(name="metric")
     f1 = {f"t{i:02d}": 0.1 for i in range(TASKS)}
     one = register(cfg, tracking, evaluated({t: 0.9 for t in f1}, metric="exam_f1"), model_uri=uri,
@@ -203,7 +190,7 @@ def test_an_evaluation_refuses_success_outside_the_unit_interval_an_empty_one_an
         Evaluation(task_success={"t": 1.0}, task_hashes={"t": "h", "u": "h"})
 
 
-def test_register_refuses_a_candidate_whose_tasks_no_later_candidate_could_be_matched_with(store):
-    tracking, uri = store
+def test_register_refuses_a_candidate_whose_tasks_no_later_candidate_could_be_matched_with(model_store):
+    tracking, uri = model_store
     with pytest.raises(ValueError, match="has no task_hashes and no conditions; without them no later candidate"):
         register(RegistryConfig(name="unhashed"), tracking, Evaluation(task_success={"t": 1.0}), model_uri=uri)

@@ -10,7 +10,7 @@ import yaml
 
 from components.config import PipelineConfig
 from components.registry import git_commit
-from components.tracking.training import flatten
+from components.tracking.tracker import flatten
 
 
 def config_params(cfg: PipelineConfig) -> dict[str, str]:

@@ -10,7 +10,7 @@ store.py         the MLflow side: register, the champion, evaluations read back,
 """
 
 from components.config import RegistryConfig
-from components.registry.conditions import flat
+from components.registry.conditions import as_conditions
 from components.registry.content import case_hashes, task_hashes
 from components.registry.decision import Comparison, decide
 from components.registry.evaluation import Evaluation
@@ -26,5 +26,5 @@ from components.registry.store import (
 )
 
 __all__ = ["LOOK_TAG", "TASK_SUCCESS_TAG", "Comparison", "Decision", "Evaluation", "RegistryConfig", "case_hashes",
-           "decide", "flat", "git_commit", "read_evaluation", "register", "registered_version", "rollout_evaluation",
+           "as_conditions", "decide", "git_commit", "read_evaluation", "register", "registered_version", "rollout_evaluation",
            "task_hashes"]

@@ -19,19 +19,15 @@ from typing import Any
 
 from components.envs.episode import Episode
 from components.registry.evaluation import Condition
+from components.tracking.tracker import flatten
 
 _ABSENT = object()
 
 
-def flat(section: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested settings mapping as dotted keys (`reward.correct`); lists become their JSON text."""
-    out: dict[str, Any] = {}
-    for k, v in section.items():
-        if isinstance(v, Mapping):
-            out |= flat(v, f"{prefix}{k}.")
-        else:
-            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, list) else v
-    return out
+def as_conditions(section: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested settings as flat conditions (`reward.correct`, components.tracking.training.flatten); a list becomes
+    its JSON text, so that a condition's values can be collected in a set and compared as one value."""
+    return {k: json.dumps(v) if isinstance(v, list) else v for k, v in flatten(section).items()}
 
 
 def _value(values: set[Any]) -> Condition:
@@ -46,7 +42,7 @@ def rollout_conditions(episodes: Sequence[Episode], splits: Mapping[str, str]) -
         raise ValueError("rollout_conditions: no episodes")
     seen: dict[str, set[Any]] = defaultdict(set)
     for e in episodes:
-        for k, v in flat(e.env_config).items():
+        for k, v in as_conditions(e.env_config).items():
             seen[k].add(v)
         if e.policy is not None:
             s = e.policy.sampling

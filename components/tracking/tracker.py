@@ -14,6 +14,18 @@ from components.config import TrackingConfig
 _KEY_BAD = re.compile(r"[^\w\-. :/]")  # MLflow refuses other characters in a metric, param or tag key
 
 
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings or reports as MLflow keys: {"a": {"b": 1}} -> {"a.b": 1}."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{key}."))
+        else:
+            out[key] = v
+    return out
+
+
 def mlflow_key(key: str) -> str:
     """A name as an MLflow key: "pass@1" -> "pass_at_1", a path-like model name "lm:org/m" -> "lm_org/m"."""
     return _KEY_BAD.sub("_", key.replace("@", "_at_"))

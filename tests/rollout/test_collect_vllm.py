@@ -3,7 +3,6 @@ backend plays the same server through its chat API (slow; CI builds the vLLM env
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,26 +11,19 @@ from components.envs.coding_env import EnvConfig
 from components.policies.models import SMOLLM2, resolve_model
 from components.policies.registry import PolicyConfig
 from components.policies.tokens import ChatTokens, episode_token_ids
-from components.policies.vllm_server import VLLMConfig, VLLMServer, default_python
+from components.policies.vllm_server import VLLMServer
 from components.rollout.collect import CollectionConfig, collect
 from components.rollout.jobs import SamplingPlan
 from components.rollout.store import load_episodes_dir
+from tests.vllm_support import REAL_VLLM, smollm2_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900),
-              pytest.mark.skipif(not default_python().exists() and os.environ.get("MEDGYM_REQUIRE_VLLM") != "1",
-                                 reason="vLLM venv absent: run infra/vllm/setup.sh (CI does)")]
+pytestmark = REAL_VLLM
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    srv = VLLMServer(VLLMConfig(model=str(resolve_model(SMOLLM2)), max_model_len=4096, dtype="float32",
-                                enforce_eager=True, cpu_kvcache_space_gib=1,
-                                state_dir=tmp_path_factory.mktemp("vllm-state")))
-    srv.start()
-    try:
+    with smollm2_server(tmp_path_factory.mktemp("vllm-state")) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def config(policy: PolicyConfig) -> CollectionConfig:
