@@ -1,30 +1,29 @@
-"""`process` sandbox backend: an empty root in fresh namespaces, an unprivileged uid, rlimits, a seccomp filter.
+"""`process` sandbox backend: each sandbox forked by a warm zygote into fresh namespaces, a cgroup, an empty root.
 
-Each sandbox is one runner (components/sandbox/runner.py, the same program the docker image runs), started as root
-under `unshare --pid --mount --net --ipc --uts --fork --kill-child`. The runner builds the sandbox's whole file
-system and pivots into it, so that nothing of the host is visible: the task runtime (runtime.lock, see
-runtime.py) and the interpreter read-only, without the project's package or the host's site-packages; a private
-/work, /tmp and /dev/shm, each a tmpfs capped in bytes and inodes (nothing is written to the host's disk); its own
-/dev with its own devpts, its own /proc; only a loopback interface. Agent code runs under a uid of its own (one per
-live sandbox, locked on the host) with no groups, rlimits (address space, processes, files, CPU) and a seccomp
-filter. Uploads go through the runner, which writes under /work without following links.
+A sandbox is a fork of this process's zygote (components/sandbox/zygote.py; the code is runner.py's): its own
+PID, mount, network, IPC and UTS namespaces; the shared read-only root the zygote built (the task runtime at
+/opt/medgym/env, the interpreter at /opt/medgym/python, no path of the host's checkout or interpreter, nothing of the
+host's file system besides the system libraries); a private /work, /tmp and /dev/shm, each a tmpfs capped in bytes
+and inodes; its own /etc, devpts and /proc; only a loopback interface. One cgroup per sandbox caps its memory, tmpfs
+included, and its processes. Agent code runs under a uid of its own (one per live sandbox, locked on the host) with
+no groups, rlimits and a seccomp filter; rootless (no root, unprivileged user namespaces), it runs as the user
+namespace's root with every capability dropped. Uploads go through the runner, which writes under /work without
+following links.
 
-Speed: the runner imports numpy/pandas once and forks a fresh child per exec (stateless) or keeps one session
-process between execs (stateful), so an exec costs a fork instead of an interpreter start.
+Speed: starting a sandbox costs the zygote a fork (the task libraries are already imported); an exec forks a fresh
+child of the sandbox's runner (stateless) or hands code to one session process (stateful).
 
-Requires root (namespaces, uid switch) and util-linux `unshare`.
+Needs root, or unprivileged user namespaces and a delegated cgroup (v2 with memory and pids); where neither is
+there it refuses at start, saying what is missing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import select
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,36 +46,21 @@ from components.sandbox.channel import (
     put_header,
 )
 from components.sandbox.protocol import ExecResult, Limits
-from components.sandbox.runtime import Runtime, ensure_runtime, host_site_dirs
+from components.sandbox.runtime import ensure_runtime
+from components.sandbox.zygote import ZygoteError, shared_zygote
 
-RUNNER = Path(__file__).with_name("runner.py")
-RUNTIME_IN_ROOT = "/opt/medgym/env"
 UID_BASE, UID_COUNT = 3_000_000, 4096  # far above login uids and the usual /etc/subuid ranges
 STARTUP_TIMEOUT_S = 60.0
 BACKSTOP_GRACE_S = 15.0  # the runner enforces the deadline; the host only steps in if the runner itself hangs
+EXIT_WAIT_S = 5.0  # killing a sandbox's first process ends its PID namespace; the kernel reaps the rest first
+# The runner (forked from the zygote, with numpy and pandas) lives in the sandbox's cgroup: it gets this much on top
+# of limits.memory_mb, as in the docker backend, so the code itself has the whole budget.
+RUNNER_OVERHEAD_MB = 96
+PIDS_OVERHEAD = 2  # the runner and a stateful session process
 
 
 class SandboxError(RuntimeError):
     """The sandbox could not be started or used (not a failure of the code run inside it)."""
-
-
-def _minimal_env() -> dict[str, str]:
-    """Built from scratch, never from os.environ, so no secret of the host process can leak in."""
-    return {
-        "PATH": f"{RUNTIME_IN_ROOT}/bin:/usr/local/bin:/usr/bin:/bin",
-        "HOME": WORKDIR,
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONIOENCODING": "utf-8",
-        "MPLBACKEND": "Agg",
-        # One BLAS/OpenMP thread: keeps the address-space baseline small and stops a task grabbing every core.
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
 
 
 class _UidLease:
@@ -104,20 +88,13 @@ class _UidLease:
             self._fd = -1
 
 
-def runner_config(rt: Runtime, uid: int, root: Path, limits: Limits) -> dict:
-    """What the runner needs to build the sandbox's root and run code as `uid`."""
-    binds = [{"src": str(rt.env), "dst": RUNTIME_IN_ROOT}]
-    if rt.base_prefix != Path("/usr") and Path("/usr") not in rt.base_prefix.parents:  # /usr is bound whole
-        binds.append({"src": str(rt.base_prefix), "dst": str(rt.base_prefix)})
+def spawn_request(uid: int | None, limits: Limits) -> dict:
+    """What the zygote needs to start one sandbox: who runs the code and every limit it applies."""
     return {
-        "root": str(root),
         "uid": uid,
-        "runner": str(RUNNER),
-        "python": f"{RUNTIME_IN_ROOT}/bin/python",
-        "binds": binds,
-        "masks": host_site_dirs(rt),
-        "env": _minimal_env(),
         "limits": limits.model_dump(),
+        "memory_bytes": (limits.memory_mb + RUNNER_OVERHEAD_MB) * 1024 * 1024,
+        "pids": limits.max_processes + PIDS_OVERHEAD,
         "disk": {"work_mb": limits.disk_mb, "tmp_mb": limits.disk_mb, "shm_mb": 64, "inodes": limits.max_files},
     }
 
@@ -126,26 +103,25 @@ class ProcessSandbox:
     """Runs Python code in an empty root in fresh namespaces, as an unprivileged uid; see the module docstring."""
 
     def __init__(self, limits: Limits = Limits(), stateful: bool = False) -> None:  # noqa: B008 - immutable use
-        if os.geteuid() != 0:
-            raise SandboxError("the process sandbox needs root (namespaces and a uid switch); use docker instead")
-        if shutil.which("unshare") is None:
-            raise SandboxError("the process sandbox needs util-linux `unshare` on PATH")
         self.limits = limits
         self.stateful = stateful
         self.workdir = WORKDIR  # as the code sees it
         self._closed = False
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None  # the sandbox's first process (PID 1 in its namespace), a child of the zygote
+        self._pidfd = -1
+        self._to_runner = self._from_runner = -1
         self._frames = FrameBuffer()
         self._next_id = 0
         self._lost_state: str | None = None
-        self._runtime = ensure_runtime()
-        self._lease = _UidLease()
-        self.uid = self._lease.uid
+        self._lease: _UidLease | None = None
         try:
-            _remove_stale_dirs(self.uid)
-            # Only a mount point for the sandbox's root (mounted in its own namespace) and the runner's log.
-            self._base = Path(tempfile.mkdtemp(prefix=f"medgym-sbx-{self.uid}-"))
-            (self._base / "root").mkdir()
+            self._zygote = shared_zygote(ensure_runtime())
+        except ZygoteError as exc:
+            raise SandboxError(str(exc)) from exc
+        # Rootless, code runs as the user namespace's root with no capabilities: there is one uid to run as.
+        self._lease = _UidLease() if os.geteuid() == 0 else None
+        self.uid = self._lease.uid if self._lease is not None else None
+        try:
             self._start_runner()
         except BaseException:
             self.close()
@@ -153,38 +129,31 @@ class ProcessSandbox:
 
     # ------------------------------------------------------------------ runner lifecycle
     def _start_runner(self) -> None:
-        cfg = runner_config(self._runtime, self.uid, self._base / "root", self.limits)
-        log = open(self._base / "runner.log", "ab")  # noqa: SIM115 - handed to the child, closed right after
-        base_python = str(self._runtime.base_prefix / "bin" / f"python{self._runtime.python_version}")
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
         try:
-            self._proc = subprocess.Popen(
-                ["unshare", "--pid", "--mount", "--net", "--ipc", "--uts", "--fork", "--kill-child",
-                 base_python, "-I", "-S", str(RUNNER), "process", json.dumps(cfg)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=_minimal_env(),
-                cwd="/",
-                start_new_session=True,
-                close_fds=True,
-            )
+            self._pid, self._pidfd = self._zygote.spawn((stdin_r, stdout_w), spawn_request(self.uid, self.limits))
+        except ZygoteError as exc:
+            for fd in (stdin_w, stdout_r):
+                os.close(fd)
+            raise SandboxError(str(exc)) from exc
         finally:
-            log.close()
-        assert self._proc.stdout is not None
-        os.set_blocking(self._proc.stdout.fileno(), False)
+            os.close(stdin_r)
+            os.close(stdout_w)
+        self._to_runner, self._from_runner = stdin_w, stdout_r
+        os.set_blocking(self._from_runner, False)
         self._frames = FrameBuffer()
         try:
-            hello = self._read_message(time.monotonic() + STARTUP_TIMEOUT_S, 1024)
+            hello = self._read_message(time.monotonic() + STARTUP_TIMEOUT_S, 64 * 1024)
         except ChannelError:
             hello = {}
         if not hello.get("ready"):
-            tail = (self._base / "runner.log").read_text(errors="replace")[-2000:]
             self._kill_runner()
-            raise SandboxError(f"sandbox runner failed to start; its log ends with:\n{tail}")
+            raise SandboxError(f"sandbox runner failed to start: {hello.get('error') or 'it did not answer'}; the "
+                               f"zygote's log ({self._zygote.log_path}) says more")
 
     def _read_message(self, deadline: float, max_bytes: int) -> dict:
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
+        fd = self._from_runner
         while True:
             msg = self._frames.message(max_bytes)
             if msg is not None:
@@ -201,13 +170,13 @@ class ProcessSandbox:
             self._frames.feed(chunk)
 
     def _request(self, header: dict, payload: bytes = b"", *, timeout_s: float, max_reply: int) -> dict:
-        if self._proc is None or self._proc.poll() is not None:
+        if not self._runner_alive():
             raise ChannelClosed("the runner is gone")
-        assert self._proc.stdin is not None
         self._next_id += 1
         try:
-            self._proc.stdin.write(encode_request({**header, "id": self._next_id}, payload))
-            self._proc.stdin.flush()
+            view = memoryview(encode_request({**header, "id": self._next_id}, payload))
+            while view:
+                view = view[os.write(self._to_runner, view):]
         except OSError as exc:
             raise ChannelClosed(f"runner channel failed: {exc}") from exc
         reply = self._read_message(time.monotonic() + timeout_s, max_reply)
@@ -215,26 +184,35 @@ class ProcessSandbox:
             raise ChannelError(f"answer to request {reply.get('id')} while waiting for {self._next_id}")
         return reply
 
+    def _runner_alive(self) -> bool:
+        """A pidfd reads as ready once its process has exited."""
+        return self._pidfd >= 0 and not select.select([self._pidfd], [], [], 0)[0]
+
     def _kill_runner(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):  # --kill-child and PID-ns teardown take the rest
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
+        pidfd, self._pidfd = self._pidfd, -1
+        for fd in (self._to_runner, self._from_runner):
+            if fd >= 0:
                 with contextlib.suppress(OSError):
-                    stream.close()
-        _kill_uid(self.uid)
+                    os.close(fd)
+        self._to_runner = self._from_runner = -1
+        if pidfd < 0:
+            return
+        try:
+            with contextlib.suppress(ProcessLookupError):  # PID 1 gone: the kernel ends the whole PID namespace
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            exited = bool(select.select([pidfd], [], [], EXIT_WAIT_S)[0])
+        finally:
+            os.close(pidfd)
+        if not exited and self.uid is not None:
+            _kill_uid(self.uid)  # backstop; the namespace's end normally took everything
 
     def _ensure_runner(self) -> None:
         """Restart a dead runner (a stateful caller is told at its next exec that its state went with it)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        if self._proc is not None and self._proc.poll() is None:
+        if self._runner_alive():
             return
-        if self._proc is not None and self.stateful and not self._lost_state:
+        if self._pidfd >= 0 and self.stateful and not self._lost_state:
             self._lost_state = "the runner died"
         self._kill_runner()
         self._start_runner()
@@ -283,13 +261,12 @@ class ProcessSandbox:
             return
         self._closed = True
         self._kill_runner()
-        if getattr(self, "_base", None) is not None:
-            shutil.rmtree(self._base, ignore_errors=True)
-        self._lease.release()
+        if self._lease is not None:
+            self._lease.release()
 
     def is_alive(self) -> bool:
         try:
-            return not self._closed and self._proc is not None and self._proc.poll() is None
+            return not self._closed and self._runner_alive()
         except Exception:  # noqa: BLE001 - the protocol promises never to raise
             return False
 
@@ -302,12 +279,6 @@ class ProcessSandbox:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # best effort at interpreter shutdown
             self.close()
-
-
-def _remove_stale_dirs(uid: int) -> None:
-    """Dirs named for `uid` whose owner died without close(): holding the uid's lock proves none is in use."""
-    for stale in Path(tempfile.gettempdir()).glob(f"medgym-sbx-{uid}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _kill_uid(uid: int) -> None:

@@ -46,6 +46,8 @@ import traceback
 
 WORKDIR = "/work"
 RUNNER_IN_ROOT = "/opt/medgym/runner.py"
+RUNTIME_IN_ROOT = "/opt/medgym/env"
+PYTHON_IN_ROOT = "/opt/medgym/python"
 PRELOAD = ("numpy", "pandas")
 CHUNK = 65536
 MAX_REQUEST = 1 << 30
@@ -64,6 +66,7 @@ _DENY = {
         "sethostname": 170, "setdomainname": 171, "iopl": 172, "ioperm": 173, "init_module": 175,
         "delete_module": 176, "quotactl": 179, "lookup_dcookie": 212, "clock_settime": 227, "mbind": 237,
         "set_mempolicy": 238, "kexec_load": 246, "add_key": 248, "request_key": 249, "keyctl": 250,
+        "inotify_init": 253, "inotify_add_watch": 254, "inotify_init1": 294, "fanotify_mark": 301,
         "migrate_pages": 256, "unshare": 272, "move_pages": 279, "perf_event_open": 298, "fanotify_init": 300,
         "name_to_handle_at": 303, "open_by_handle_at": 304, "clock_adjtime": 305, "setns": 308,
         "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "finit_module": 313,
@@ -73,6 +76,7 @@ _DENY = {
         "quotactl_fd": 443, "set_mempolicy_home_node": 450,
     },
     "aarch64": {
+        "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_mark": 263,
         "lookup_dcookie": 18, "umount2": 39, "mount": 40, "pivot_root": 41, "chroot": 51, "vhangup": 58,
         "quotactl": 60, "acct": 89, "unshare": 97, "kexec_load": 104, "init_module": 105, "delete_module": 106,
         "clock_settime": 112, "syslog": 116, "ptrace": 117, "reboot": 142, "sethostname": 161,
@@ -88,6 +92,10 @@ _DENY = {
     },
 }
 _ARCH = {"x86_64": (0xC000003E, 56, 435), "aarch64": (0xC00000B7, 220, 435)}  # audit arch, clone, clone3
+_SOCKET = {"x86_64": (41, 53), "aarch64": (198, 199)}  # socket, socketpair
+# Sockets: AF_UNIX and AF_INET/AF_INET6 (which reach only the sandbox's own loopback). Every other family (AF_VSOCK,
+# AF_NETLINK, AF_PACKET, AF_ALG, ...) either crosses the network namespace or reaches kernel code no task needs.
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
 _X32_BIT = 0x40000000
 # CLONE_NEWTIME | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | NEWNET
 _CLONE_NS_FLAGS = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
@@ -109,21 +117,33 @@ def _seccomp_program(machine: str | None = None) -> bytes:
     ]
     if machine == "x86_64":
         prog.append((_JGE, "deny", "next", _X32_BIT))  # the x32 ABI aliases every syscall: refuse it whole
+    socket_nr, socketpair_nr = _SOCKET[machine]
     prog.append((_JEQ, "enosys", "next", clone3_nr))
     prog.append((_JEQ, "clone", "next", clone_nr))
+    prog.append((_JEQ, "socket", "next", socket_nr))
+    prog.append((_JEQ, "socketpair", "next", socketpair_nr))
     for nr in sorted(set(_DENY[machine].values())):
         prog.append((_JEQ, "deny", "next", nr))
     prog.append((_RET, None, None, _RET_ALLOW))
     labels = {"clone": len(prog)}
     prog.append((_LD_ABS_W, None, None, 16))  # A = low 32 bits of args[0] (little-endian): clone's flags
-    prog.append((_JSET, "deny", "next", _CLONE_NS_FLAGS))
-    prog.append((_RET, None, None, _RET_ALLOW))
+    prog.append((_JSET, "deny", "allow", _CLONE_NS_FLAGS))
+    labels["socket"] = len(prog)
+    prog.append((_LD_ABS_W, None, None, 16))  # A = args[0]: the address family
+    prog.append((_JEQ, "allow", "next", _AF_INET))
+    prog.append((_JEQ, "allow", "next", _AF_INET6))
+    labels["socketpair"] = len(prog)
+    prog.append((_LD_ABS_W, None, None, 16))
+    prog.append((_JEQ, "allow", "next", _AF_UNIX))
+    prog.append((_RET, None, None, _RET_ERRNO | errno.EAFNOSUPPORT))
     labels["deny"] = len(prog)
     prog.append((_RET, None, None, _RET_ERRNO | errno.EPERM))
     labels["enosys"] = len(prog)
     prog.append((_RET, None, None, _RET_ERRNO | errno.ENOSYS))
     labels["kill"] = len(prog)
     prog.append((_RET, None, None, _RET_KILL_PROCESS))
+    labels["allow"] = len(prog)
+    prog.append((_RET, None, None, _RET_ALLOW))
     out = bytearray()
     for i, (code, jt, jf, k) in enumerate(prog):
         rel = [0 if lab in (None, "next") else labels[lab] - i - 1 for lab in (jt, jf)]
@@ -149,7 +169,7 @@ def _install_seccomp(program: bytes) -> None:
 
 # ---------------------------------------------------------------------------------------------- the empty root
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
+MNT_DETACH, MS_MOVE = 2, 8192
 
 
 def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -157,17 +177,6 @@ def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: s
     if _libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {src} -> {target}: {os.strerror(err)}")
-
-
-def _bind_ro(src: str, target: str) -> None:
-    """A read-only, nosuid, nodev bind of one host path (no submounts)."""
-    if os.path.isdir(src):
-        os.makedirs(target, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        open(target, "a").close()
-    _mount(src, target, None, MS_BIND)
-    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def _tmpfs(target: str, size_mb: int, inodes: int, mode: str, owner: int | None = None, noexec: bool = False) -> None:
@@ -185,52 +194,95 @@ def _write(path: str, text: str, mode: int = 0o644) -> None:
     os.chmod(path, mode)
 
 
-def _build_root(cfg: dict) -> None:
-    """Build the sandbox's whole file system under cfg["root"] and pivot into it (process mode, as root)."""
-    root, uid = cfg["root"], cfg["uid"]
-    disk = cfg["disk"]
+def _flags_of(path: str) -> int:
+    """The mount flags a bind of `path` must keep: inside a user namespace the kernel refuses to drop any of them."""
+    st = os.statvfs(path).f_flag
+    pairs = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, 1024),
+             (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+    return sum(ms for st_flag, ms in pairs if st & st_flag)
+
+
+def _bind(src: str, target: str, writable: bool = False) -> None:
+    """A bind of one host path (no submounts): read-only, nosuid and nodev unless `writable` (a device)."""
+    if os.path.isdir(src):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(src, target, None, MS_BIND)
+    extra = MS_NOSUID if writable else MS_RDONLY | MS_NOSUID | MS_NODEV
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | extra | _flags_of(src))
+
+
+def _copy(src: str, dst: str, mode: int = 0o644) -> None:
+    with open(src, "rb") as fh:
+        data = fh.read()
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(dst, "wb") as fh:
+        fh.write(data)
+    os.chmod(dst, mode)
+
+
+PROC_NEW = "/.proc"  # where each sandbox mounts its own /proc before moving it over the zygote's
+ETC_COPIED = ("ld.so.cache", "ld.so.conf", "localtime")
+
+
+def _build_template(cfg: dict) -> None:
+    """Build the root every sandbox shares, read-only, under cfg["root"] and pivot into it (zygote, stage one).
+
+    Everything sits at a neutral path: the interpreter at /opt/medgym/python, the task runtime as a virtual
+    environment at /opt/medgym/env, the runner (a copy) at /opt/medgym/runner.py; nothing in it names the host's
+    checkout or interpreter paths. What each sandbox gets of its own (/etc, /work, /tmp, /dev/shm, /dev/pts, /proc)
+    is mounted over the empty folders left here, in the sandbox's own mount namespace (`_enter_sandbox`).
+    """
+    root = cfg["root"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates back to the host
-    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=0755")
-    # The system's shared libraries and the interpreter, read-only. A merged-/usr host has /bin, /lib... as links.
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=8m,nr_inodes=4096,mode=0755")
+    # The system's shared libraries, read-only. A merged-/usr host has /bin, /lib... as links.
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = "/" + top
         if os.path.islink(host):
             os.symlink(os.readlink(host), os.path.join(root, top))
         elif os.path.isdir(host):
-            _bind_ro(host, root + host)
-    for path in cfg["binds"]:  # the interpreter's prefix (when outside /usr) and the task runtime
-        _bind_ro(path["src"], root + path["dst"])
-    for path in cfg["masks"]:  # the host interpreter's own site-packages: the runtime's libraries only
-        if os.path.isdir(root + path):
-            _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,nr_inodes=4,mode=0555")
-    _bind_ro(cfg["runner"], root + RUNNER_IN_ROOT)
+            _bind(host, root + host)
+    # The interpreter at a neutral prefix; its own site-packages hidden (the runtime's libraries only).
+    python = root + PYTHON_IN_ROOT
+    _bind(cfg["base_prefix"], python)
+    site = f"lib/python{cfg['python_version']}/site-packages"
+    if os.path.isdir(f"{python}/{site}"):
+        _mount("tmpfs", f"{python}/{site}", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,nr_inodes=4,mode=0555")
+    # The task runtime as a virtual environment of that interpreter: its site-packages, a pyvenv.cfg of our own.
+    env = root + RUNTIME_IN_ROOT
+    _bind(cfg["site_packages"], f"{env}/{site}")
+    _write(f"{env}/pyvenv.cfg", f"home = {PYTHON_IN_ROOT}/bin\ninclude-system-site-packages = false\n"
+                                f"version = {cfg['python_version']}\n")
+    os.makedirs(f"{env}/bin")
+    for name in ("python", "python3", f"python{cfg['python_version']}"):
+        os.symlink(f"{PYTHON_IN_ROOT}/bin/python{cfg['python_version']}", f"{env}/bin/{name}")
+    os.symlink("lib", f"{env}/lib64")
+    _copy(cfg["runner"], root + RUNNER_IN_ROOT)
     etc = root + "/etc"
-    for name in ("ld.so.cache", "ld.so.conf", "localtime"):
-        if os.path.isfile("/etc/" + name):
-            _write(f"{etc}/{name}", "")
-            _bind_ro(os.path.realpath("/etc/" + name), f"{etc}/{name}")
-    _write(f"{etc}/passwd", f"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:{uid}:{uid}::{WORKDIR}:/usr/sbin/nologin\n")
-    _write(f"{etc}/group", f"root:x:0:\nsandbox:x:{uid}:\n")
     _write(f"{etc}/hosts", "127.0.0.1 localhost\n::1 localhost\n")
     _write(f"{etc}/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n")
-    # Its own /dev: a few character devices of the host, a devpts instance of its own, a capped /dev/shm.
+    for name in ETC_COPIED:
+        if os.path.isfile("/etc/" + name):
+            _copy("/etc/" + name, f"{etc}/{name}")
+    # /dev: a few character devices of the host; each sandbox mounts its own devpts and /dev/shm here.
     dev = root + "/dev"
     _tmpfs(dev, 1, 64, "0755")
     for name in ("null", "zero", "full", "random", "urandom"):
-        _bind_ro("/dev/" + name, f"{dev}/{name}")
-        _mount(None, f"{dev}/{name}", None, MS_REMOUNT | MS_BIND | MS_NOSUID)  # writable, as /dev/null must be
-    os.makedirs(f"{dev}/pts")
-    _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+        _bind("/dev/" + name, f"{dev}/{name}", writable=True)
+    for folder in ("pts", "shm"):
+        os.makedirs(f"{dev}/{folder}")
     os.symlink("pts/ptmx", f"{dev}/ptmx")
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{i}", f"{dev}/{name}")
     os.symlink("/proc/self/fd", f"{dev}/fd")
-    _tmpfs(f"{dev}/shm", disk["shm_mb"], disk["inodes"], "1777")
-    _tmpfs(root + WORKDIR, disk["work_mb"], disk["inodes"], "0700", owner=uid)
-    _tmpfs(root + "/tmp", disk["tmp_mb"], disk["inodes"], "1777")
-    os.makedirs(root + "/var", exist_ok=True)
+    for folder in (WORKDIR, "/tmp", "/var", "/proc", PROC_NEW):
+        os.makedirs(root + folder, exist_ok=True)
     os.symlink("/tmp", root + "/var/tmp")
-    os.makedirs(root + "/proc")
+    # The zygote's own /proc (the host's PID namespace): a user namespace may mount a new procfs only where one is
+    # already fully visible. Each sandbox mounts its own and moves it over this one (`_enter_sandbox`).
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     # Swap roots and drop the host's: from here on the host's file system is unreachable.
     os.chdir(root)
@@ -242,6 +294,7 @@ def _build_root(cfg: dict) -> None:
     if _libc.umount2(b"/.old", MNT_DETACH) != 0:
         raise OSError(ctypes.get_errno(), "umount /.old")
     os.rmdir("/.old")
+    _mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
@@ -256,21 +309,148 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
 
 
-# ---------------------------------------------------------------------------------------------- the server
-def _oom_kills() -> int:
-    """The memory cgroup's OOM-kill counter (v2 memory.events or v1 memory.oom_control); 0 without one."""
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+# ---------------------------------------------------------------------------------------------- cgroups
+class Cgroups:
+    """Each sandbox's memory and process caps: one cgroup per sandbox (v2, or v1's memory and pids hierarchies).
+
+    Reached only through directory descriptors opened before the zygote pivots (the sandbox has no /sys), under a
+    folder of the zygote's own (`medgym-z<pid>`) inside the cgroup the zygote was started in: a delegated subtree
+    is enough, root is not needed. The memory cap counts the sandbox's tmpfs pages (the kernel charges shmem to the
+    cgroup of the process that wrote it) and leaves no swap to spill into.
+    """
+
+    def __init__(self, dirs: dict[str, int], v2: bool) -> None:
+        self.dirs, self.v2 = dirs, v2  # controller ("memory", "pids"; "unified" on v2) -> fd of the zygote's folder
+
+    @staticmethod
+    def open(pid: int) -> Cgroups | None:
+        """The zygote's folders, made; None where this process may not make cgroups with both controllers."""
+        paths = {}
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for name in controllers.split(",") if controllers else ["unified"]:
+                    paths[name] = path
+        v2 = os.path.isfile("/sys/fs/cgroup/cgroup.controllers")
+        where = {"unified": "/sys/fs/cgroup" + paths.get("unified", "/")} if v2 else {
+            name: f"/sys/fs/cgroup/{name}{paths[name]}" for name in ("memory", "pids") if name in paths}
+        if (v2 and not _v2_delegates(where["unified"])) or (not v2 and len(where) < 2):
+            return None
+        dirs = {}
         try:
-            with open(path) as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
+            for name, base in where.items():
+                _remove_stale_zygotes(base)
+                mine = f"{base}/medgym-z{pid}"
+                os.makedirs(mine, exist_ok=True)
+                if v2:
+                    _cg_write(mine, "cgroup.subtree_control", "+memory +pids")
+                dirs[name] = os.open(mine, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
-            continue
+            for fd in dirs.values():
+                os.close(fd)
+            return None
+        return Cgroups(dirs, v2)
+
+    def fds(self) -> list[int]:
+        return list(self.dirs.values())
+
+    def create(self, name: str, memory_bytes: int, pids: int) -> None:
+        for fd in self.dirs.values():
+            os.mkdir(name, 0o755, dir_fd=fd)
+        if self.v2:
+            folder = self.dirs["unified"]
+            _cg_write_at(folder, f"{name}/memory.max", str(memory_bytes))
+            _cg_write_at(folder, f"{name}/memory.swap.max", "0", optional=True)
+            _cg_write_at(folder, f"{name}/pids.max", str(pids))
+        else:
+            _cg_write_at(self.dirs["memory"], f"{name}/memory.limit_in_bytes", str(memory_bytes))
+            _cg_write_at(self.dirs["memory"], f"{name}/memory.memsw.limit_in_bytes", str(memory_bytes), optional=True)
+            _cg_write_at(self.dirs["pids"], f"{name}/pids.max", str(pids))
+
+    def join(self, name: str) -> None:
+        for fd in self.dirs.values():
+            _cg_write_at(fd, f"{name}/cgroup.procs", str(os.getpid()))
+
+    def oom_counter(self, name: str) -> int:
+        """A descriptor the sandbox's server reads its OOM-kill count from (see `oom_kills`)."""
+        fd = self.dirs["unified" if self.v2 else "memory"]
+        return os.open(f"{name}/{'memory.events' if self.v2 else 'memory.oom_control'}", os.O_RDONLY, dir_fd=fd)
+
+    def remove(self, name: str) -> bool:
+        """Remove a sandbox's cgroups once its processes are gone; False while some are still exiting."""
+        done = True
+        for fd in self.dirs.values():
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                done = False
+        return done
+
+
+def _cg_write(folder: str, name: str, value: str) -> None:
+    with open(f"{folder}/{name}", "w") as fh:
+        fh.write(value)
+
+
+def _cg_write_at(dir_fd: int, name: str, value: str, optional: bool = False) -> None:
+    try:
+        fd = os.open(name, os.O_WRONLY, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if optional:  # memsw / swap.max exist only where the kernel accounts swap: then there is none to spill to
+            return
+        raise
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _v2_delegates(base: str) -> bool:
+    """On cgroup v2 a child folder can get memory and pids only if this cgroup offers them and may delegate."""
+    try:
+        with open(f"{base}/cgroup.controllers") as fh:
+            offered = set(fh.read().split())
+        return {"memory", "pids"} <= offered and os.access(base, os.W_OK)
+    except OSError:
+        return False
+
+
+def _remove_stale_zygotes(base: str) -> None:
+    """Folders of zygotes that died without cleaning up (their pid is gone): their sandboxes are gone too."""
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(base):
+            if entry.startswith("medgym-z") and entry[8:].isdigit() and not os.path.exists(f"/proc/{entry[8:]}"):
+                folder = f"{base}/{entry}"
+                for child in os.listdir(folder):
+                    with contextlib.suppress(OSError):
+                        if os.path.isdir(f"{folder}/{child}"):
+                            os.rmdir(f"{folder}/{child}")
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+
+
+def oom_kills(fd: int | None) -> int:
+    """The OOM-kill counter of a sandbox's memory cgroup (v2 memory.events, v1 memory.oom_control), 0 without one.
+
+    Container mode reads the container's own cgroup at /sys/fs/cgroup."""
+    texts = []
+    if fd is not None:
+        texts.append(os.pread(fd, 4096, 0).decode())
+    else:
+        for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+            with contextlib.suppress(OSError), open(path) as fh:
+                texts.append(fh.read())
+    for text in texts:
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
     return 0
 
 
+# ---------------------------------------------------------------------------------------------- the server
 def _vm_size_bytes() -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -282,9 +462,12 @@ def _vm_size_bytes() -> int:
 class Runner:
     """Serves one sandbox. `cfg` says who agent code runs as and which limits the runner applies itself."""
 
-    def __init__(self, cfg: dict, proto_in: int, proto_out: int) -> None:
+    def __init__(self, cfg: dict, proto_in: int, proto_out: int, oom_fd: int | None = None) -> None:
         self.cfg = cfg
-        self.uid = cfg.get("uid")  # process mode: drop to this uid; container mode: already unprivileged
+        self.uid = cfg.get("uid")  # process mode as root: drop to this uid; container mode: already unprivileged
+        self.process_mode = cfg.get("mode") == "process"  # no container around it: the runner sets the rlimits
+        self.rootless = bool(cfg.get("rootless"))  # process mode in a user namespace: one uid, capabilities dropped
+        self.oom_fd = oom_fd
         self.limits = cfg["limits"]
         self.seccomp = _seccomp_program()
         self.proto_in, self.proto_out = proto_in, proto_out
@@ -413,12 +596,15 @@ class Runner:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if cpu_s is not None:
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-        if self.uid is not None:  # process mode: no cgroup, so the runner caps memory and processes itself
+        if self.process_mode:  # per process, beside the sandbox's cgroup: one allocation cannot take the whole budget
             resource.setrlimit(resource.RLIMIT_AS, (self.as_limit,) * 2)
             resource.setrlimit(resource.RLIMIT_NPROC, (lim["max_processes"],) * 2)
+        if self.uid is not None:
             os.setgroups([])
             os.setresgid(self.uid, self.uid, self.uid)
             os.setresuid(self.uid, self.uid, self.uid)
+        elif self.rootless:
+            _drop_capabilities()
         os.chdir(WORKDIR)
         _install_seccomp(self.seccomp)
 
@@ -492,7 +678,7 @@ class Runner:
         stateful = bool(header.get("stateful"))
         start = time.monotonic()
         deadline = start + timeout
-        oom_before = _oom_kills()
+        oom_before = oom_kills(self.oom_fd)
         notice = b""
         if stateful and self.session_pid is None and self.session_lost:
             notice = f"[sandbox] the previous interpreter was lost ({self.session_lost}); state was reset\n".encode()
@@ -571,13 +757,15 @@ class Runner:
                     session_died = True
         for fd in (out_r, err_r):
             os.close(fd)
+        # As PID 1 (process mode) the server also reaps orphans it never waits for: keep only what it may ask after.
+        self.statuses = {p: st for p, st in self.statuses.items() if p == self.session_pid}
         for buf in bufs.values():
             if len(buf) > cap:
                 del buf[cap:]
                 truncated = True
         duration = time.monotonic() - start
         stdout, stderr = bytes(bufs[out_r]), notice + bytes(bufs[err_r])
-        oom = _oom_kills() > oom_before
+        oom = oom_kills(self.oom_fd) > oom_before
 
         if timed_out:
             status, code_out = "timeout", None
@@ -635,13 +823,7 @@ class Runner:
         return self.session_pid
 
     def serve(self) -> None:
-        for mod in self.cfg.get("preload", PRELOAD):
-            with contextlib.suppress(Exception):  # a missing module only costs speed; user code reports its own
-                __import__(mod)
-        import gc
-
-        gc.collect()
-        gc.freeze()  # keep preloaded objects out of the children's GC passes (less copy-on-write)
+        _preload(self.cfg.get("preload", PRELOAD))  # a no-op in a sandbox forked from the zygote, which did it
         # Address space (process mode): what the preloaded runtime maps plus the memory budget.
         self.as_limit = _vm_size_bytes() + self.limits["memory_mb"] * 1024 * 1024
         os.chdir(WORKDIR)
@@ -658,6 +840,29 @@ class Runner:
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
             reply["id"] = header.get("id")
             self.send(reply)
+
+
+def _preload(modules: list[str] | tuple[str, ...]) -> None:
+    for mod in modules:
+        with contextlib.suppress(Exception):  # a missing module only costs speed; user code reports its own
+            __import__(mod)
+    import gc
+
+    gc.collect()
+    gc.freeze()  # keep preloaded objects out of the children's GC passes (less copy-on-write)
+
+
+_CAP_LAST = 63  # beyond the kernel's last capability PR_CAPBSET_DROP answers EINVAL, which is ignored
+
+
+def _drop_capabilities() -> None:
+    """Rootless process mode: agent code runs as the user namespace's root, so it gives up every capability."""
+    for cap in range(_CAP_LAST + 1):
+        _libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
+    header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = ctypes.create_string_buffer(24)  # two __user_cap_data_struct, all zero: no effective/permitted/inheritable
+    if _libc.syscall(126 if platform.machine() == "x86_64" else 91, header, data) != 0:  # capset
+        raise OSError(ctypes.get_errno(), "capset")
 
 
 def _drain(fd: int, buf: bytearray, cap: int) -> bool:
@@ -830,16 +1035,246 @@ def _serve(cfg: dict) -> None:
             raise
 
 
-def main() -> None:
-    mode, cfg = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    if mode == "process":  # stage one, as root on the host's interpreter: build the root, then become `serve`
-        _build_root(cfg)
+# ---------------------------------------------------------------------------------------------- the zygote
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+SANDBOX_NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+MAX_CONTROL_MESSAGE = 1 << 16
+
+
+def _unshare(flags: int) -> None:
+    if _libc.unshare(ctypes.c_int(flags)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare({flags:#x}): {os.strerror(err)}")
+
+
+def _write_proc(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _enter_user_namespace() -> None:
+    """Rootless: become root of a new user namespace that maps only the caller's own uid and gid."""
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(CLONE_NEWUSER)
+    _write_proc("/proc/self/setgroups", "deny")
+    _write_proc("/proc/self/uid_map", f"0 {uid} 1")
+    _write_proc("/proc/self/gid_map", f"0 {gid} 1")
+
+
+def _close_all_but(keep: set[int]) -> None:
+    for fd in (int(n) for n in os.listdir("/proc/self/fd")):
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _zygote(cfg: dict) -> None:
+    """Stage one, on the host's interpreter (as root, or rootless in a user namespace of its own): make the cgroup
+    folder, build the shared root, pivot into it, then exec the runtime's interpreter at its neutral path as the
+    zygote proper (`_zygote_serve`), so that nothing it or a sandbox forked from it shows names a host path."""
+    ctl = socket.socket(fileno=cfg["ctl_fd"])
+    try:
+        rootless = os.geteuid() != 0
+        if rootless:
+            _enter_user_namespace()
+        _unshare(CLONE_NEWNS)
+        cgroups = Cgroups.open(os.getpid())
+        if cgroups is None:
+            raise OSError(errno.EPERM, "no cgroup with the memory and pids controllers can be made here; the process "
+                          "sandbox caps each sandbox's memory and processes with one (run as root, or in a delegated "
+                          "cgroup v2 subtree, e.g. `systemd-run --user --scope -p Delegate=yes`), or use docker")
+        _build_template(cfg)
+        for fd in (ctl.fileno(), *cgroups.fds()):
+            os.set_inheritable(fd, True)
+        serve = {"ctl_fd": ctl.fileno(), "cgroups": cgroups.dirs, "v2": cgroups.v2, "rootless": rootless,
+                 "preload": cfg.get("preload", PRELOAD)}
+        python = f"{RUNTIME_IN_ROOT}/bin/python"
+        os.execve(python, [python, "-I", RUNNER_IN_ROOT, "zygote-serve", json.dumps(serve)], cfg["env"])
+    except BaseException as exc:  # noqa: BLE001 - the host shows why the zygote could not start
+        with contextlib.suppress(OSError):
+            ctl.send(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
+        os._exit(1)
+
+
+def _zygote_serve(cfg: dict) -> None:
+    """The zygote: imports the task libraries once, then forks each new sandbox on request (`_spawn`), reaps the
+    sandboxes' first processes (it is their subreaper) and removes their cgroups. Ends, with every sandbox it
+    started, when the host closes the control socket."""
+    ctl = socket.socket(fileno=cfg["ctl_fd"])
+    cgroups = Cgroups({k: int(v) for k, v in cfg["cgroups"].items()}, bool(cfg["v2"]))
+    _preload(cfg.get("preload", PRELOAD))
+    _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a sandbox's first process is reparented to us
+    _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+    etc = {}
+    for name in (*ETC_COPIED, "hosts", "nsswitch.conf"):
+        with contextlib.suppress(OSError), open(f"/etc/{name}", "rb") as fh:
+            etc[name] = fh.read()
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    ctl.send(json.dumps({"ready": True, "python": sys.version.split()[0]}).encode())
+    live: dict[int, str] = {}  # a sandbox's first process -> its cgroup's name
+    leftover: set[str] = set()  # cgroups of ended sandboxes whose last processes are still exiting
+    count = 0
+    while True:
+        ready, _, _ = select.select([ctl, wake_r], [], [], 0.05 if leftover else None)
+        with contextlib.suppress(BlockingIOError):
+            while os.read(wake_r, 4096):
+                pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in live:
+                leftover.add(live.pop(pid))
+        leftover = {name for name in leftover if not cgroups.remove(name)}
+        if ctl not in ready:
+            continue
+        msg, fds, _, _ = socket.recv_fds(ctl, MAX_CONTROL_MESSAGE, 2)
+        if not msg:
+            break
+        count += 1
+        name = f"s{count}"
+        try:
+            request = json.loads(msg)
+            if len(fds) != 2:
+                raise ValueError(f"a spawn request carries the sandbox's two pipe ends, not {len(fds)} descriptors")
+            pid = _spawn(request, fds, cgroups, name, etc, bool(cfg["rootless"]), {ctl.fileno(), wake_r, wake_w})
+            live[pid] = name
+            pidfd = os.pidfd_open(pid)
+            try:
+                socket.send_fds(ctl, [json.dumps({"ok": True, "pid": pid}).encode()], [pidfd])
+            finally:
+                os.close(pidfd)
+        except Exception as exc:  # noqa: BLE001 - one failed start is the host's to report, the zygote goes on
+            cgroups.remove(name)
+            ctl.send(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
+        finally:
+            for fd in fds:
+                os.close(fd)
+    for pid in live:  # the host is gone: so are its sandboxes
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid, name in live.items():
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        for _ in range(200):
+            if cgroups.remove(name):
+                break
+            time.sleep(0.01)
+    os._exit(0)
+
+
+def _spawn(request: dict, fds: list[int], cgroups: Cgroups, name: str, etc: dict, rootless: bool,
+           zygote_fds: set[int]) -> int:
+    """Fork a sandbox: a child joins the sandbox's cgroup and new namespaces, forks its first process (PID 1 there,
+    `_enter_sandbox`) and exits; the zygote, as subreaper, becomes that process's parent. Returns its pid."""
+    cgroups.create(name, int(request["memory_bytes"]), int(request["pids"]))
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        answer = b"the sandbox's first process did not start"
+        try:
+            for fd in (r, *zygote_fds):
+                os.close(fd)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            cgroups.join(name)
+            _unshare(SANDBOX_NAMESPACES)
+            first = os.fork()
+            if first == 0:
+                os.close(w)
+                _enter_sandbox(request, fds, cgroups, name, etc, rootless)
+            answer = str(first).encode()
+        except BaseException as exc:  # noqa: BLE001
+            answer = f"{type(exc).__name__}: {exc}".encode()
+        finally:
+            with contextlib.suppress(OSError):
+                os.write(w, answer)
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 4096):
+        data += chunk
+    os.close(r)
+    os.waitpid(child, 0)
+    if not data.isdigit():
+        raise OSError(errno.ECHILD, data.decode(errors="replace"))
+    return int(data)
+
+
+def _enter_sandbox(request: dict, fds: list[int], cgroups: Cgroups, name: str, etc: dict, rootless: bool) -> None:
+    """PID 1 of a new sandbox: mount what is its own over the shared root, then serve the host's requests."""
+    proto_in, proto_out = fds
+    status = 0
+    try:
+        oom_fd = cgroups.oom_counter(name)
+        for fd in cgroups.fds():  # the sandbox never reaches other sandboxes' cgroups
+            os.close(fd)
+        _close_all_but({proto_in, proto_out, oom_fd})
+        uid = None if rootless else int(request["uid"])
+        owner = 0 if uid is None else uid
+        # Its own /proc (of its own PID namespace), moved over the zygote's so that only one is mounted.
+        _mount("proc", PROC_NEW, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        if _libc.umount2(b"/proc", MNT_DETACH) != 0:
+            raise OSError(ctypes.get_errno(), "umount /proc")
+        _mount(PROC_NEW, "/proc", None, MS_MOVE)
+        _tmpfs("/etc", 1, 64, "0755")
+        for file, data in etc.items():
+            with open(f"/etc/{file}", "wb") as fh:
+                fh.write(data)
+        user = "root" if uid is None else "sandbox"
+        _write("/etc/passwd", f"root:x:0:0::/:/usr/sbin/nologin\n{user}:x:{owner}:{owner}::{WORKDIR}:/usr/sbin/nologin\n")
+        _write("/etc/group", f"root:x:0:\n{user}:x:{owner}:\n")
+        _mount(None, "/etc", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        disk = request["disk"]
+        _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+        _tmpfs("/dev/shm", disk["shm_mb"], disk["inodes"], "1777")
+        _tmpfs(WORKDIR, disk["work_mb"], disk["inodes"], "0700", owner=owner)
+        _tmpfs("/tmp", disk["tmp_mb"], disk["inodes"], "1777")
+        socket.sethostname("sandbox")
         try:
             _loopback_up()
         except OSError as exc:
             sys.stderr.write(f"[runner] could not bring lo up: {exc}\n")
-        os.execve(cfg["python"], [cfg["python"], "-I", RUNNER_IN_ROOT, "serve", json.dumps(cfg)], cfg["env"])
-    _serve(cfg)
+        _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        cfg = {"mode": "process", "uid": uid, "rootless": rootless, "limits": request["limits"], "preload": []}
+        Runner(cfg, proto_in, proto_out, oom_fd).serve()
+    except OSError as exc:
+        if exc.errno not in (errno.EPIPE, errno.EBADF):
+            status = 70
+            traceback.print_exc()
+            with contextlib.suppress(OSError):
+                data = json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode()
+                os.write(proto_out, struct.pack(">I", len(data)) + data)
+    except BaseException:  # noqa: BLE001 - never fall back into the zygote's loop
+        status = 70
+        traceback.print_exc()
+    finally:
+        os._exit(status)
+
+
+def main() -> None:
+    mode, cfg = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    if mode == "zygote":  # the process backend's stage one (components/sandbox/zygote.py starts it)
+        _zygote(cfg)
+    elif mode == "zygote-serve":
+        _zygote_serve(cfg)
+    else:  # container: the docker backend's image runs this
+        _serve(cfg)
 
 
 if __name__ == "__main__":

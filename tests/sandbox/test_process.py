@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from components.sandbox.factory import docker_backend_available, open_sandbox
@@ -57,8 +58,8 @@ def test_own_pid_namespace(process_sandbox):
         "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getpid())"
     )
     pids, me = res.stdout.rsplit(" ", 1)
-    # only the runner (PID 1 reaps, 2 serves) and the code itself; nothing of the host
-    assert ast.literal_eval(pids) == [1, 2, int(me)], res
+    # only the runner (PID 1: it serves and reaps) and the code itself; nothing of the host
+    assert ast.literal_eval(pids) == [1, int(me)], res
 
 
 def test_upload_outside_workdir_is_refused(process_sandbox, tmp_path):
@@ -71,31 +72,35 @@ def test_upload_outside_workdir_is_refused(process_sandbox, tmp_path):
         sb.upload_file(src, "/etc/escape.txt")
 
 
-def test_close_removes_workdir(process_sandbox):
-    sb = process_sandbox()
-    base = sb._base
-    sb.exec("open('f', 'w').write('x')")
+def test_close_ends_the_sandbox_and_removes_its_cgroup(process_sandbox):
+    sb = process_sandbox(limits=Limits(memory_mb=64))
+    sb.exec("open('f', 'w').write('x' * 1000)")
+    pid = sb._pid
+    cgroups = sandbox_cgroups(pid)
+    assert cgroups and all(c.is_dir() for c in cgroups), cgroups
     sb.close()
-    assert not base.exists()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    deadline = time.monotonic() + 5
+    while any(c.exists() for c in cgroups) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(c.exists() for c in cgroups), cgroups
 
 
-def test_dir_left_by_a_killed_owner_is_removed_when_its_uid_is_reused(tmp_path):
+def test_a_killed_owner_leaves_no_sandbox_and_no_zygote():
     require_backend("process")
     script = (
-        "import os, sys\n"
+        "import os\n"
         "from components.sandbox.process import ProcessSandbox\n"
         "sb = ProcessSandbox()\n"
-        "print(sb.uid, sb._base, flush=True)\n"
-        "os._exit(0)\n"  # dies without close(): the runner goes (stdin EOF), the dir stays behind
+        "print(sb._pid, sb._zygote._proc.pid, flush=True)\n"
+        "os._exit(0)\n"  # dies without close(): the zygote sees its socket close and ends its sandboxes
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
-    uid, base = out.stdout.split()
-    stale = Path(base)
-    assert stale.exists()
-    from components.sandbox.process import _remove_stale_dirs
-
-    _remove_stale_dirs(int(uid))  # what a new sandbox does once it holds that uid's lock
-    assert not stale.exists()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    sandbox, zygote = (int(x) for x in out.stdout.split())
+    deadline = time.monotonic() + 10
+    while (psutil.pid_exists(sandbox) or psutil.pid_exists(zygote)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not psutil.pid_exists(sandbox) and not psutil.pid_exists(zygote)
 
 
 def test_context_manager_closes(process_sandbox):
@@ -137,11 +142,11 @@ def test_factory_rejects_unknown_backend():
 def test_runner_environment_has_no_host_secret(process_sandbox, monkeypatch):
     monkeypatch.setenv("MEDGYM_RUNNER_SECRET", "xyz-should-not-leak")
     sb = process_sandbox()
-    assert sb._proc is not None
-    import psutil
-
-    runner_tree = psutil.Process(sb._proc.pid).children(recursive=True) + [psutil.Process(sb._proc.pid)]
-    for p in runner_tree:
+    sb.exec("import time\nprint('x')")
+    zygote = psutil.Process(sb._zygote._proc.pid)
+    tree = [zygote, *zygote.children(recursive=True)]
+    assert psutil.Process(sb._pid) in tree
+    for p in tree:
         assert "MEDGYM_RUNNER_SECRET" not in p.environ()
     assert os.environ["MEDGYM_RUNNER_SECRET"] == "xyz-should-not-leak"
 
@@ -157,3 +162,18 @@ def test_stateful_kernel_is_frozen_between_execs(process_sandbox):
     time.sleep(0.5)
     after = int(sb.exec("print(ticks[0])").stdout)
     assert after - before < 10  # ~50 ticks had it kept running while the sandbox was idle
+
+
+def sandbox_cgroups(pid: int) -> list[Path]:
+    """The cgroup folders (memory and pids, or the unified one) a sandbox's first process is in, seen from the host."""
+    folders = []
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "medgym-z" not in path:
+            continue
+        for name in controllers.split(",") if controllers else ["unified"]:
+            if name in ("memory", "pids"):
+                folders.append(Path(f"/sys/fs/cgroup/{name}{path}"))
+            elif name == "unified" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+                folders.append(Path(f"/sys/fs/cgroup{path}"))
+    return folders
