@@ -99,6 +99,16 @@ def spawn_request(uid: int | None, limits: Limits) -> dict:
     }
 
 
+def process_unavailable() -> str | None:
+    """Why the process backend cannot run here (no root and no user namespaces, no cgroup to cap a sandbox
+    with), or None when it can: it starts this process's zygote, which every sandbox needs anyway."""
+    try:
+        shared_zygote(ensure_runtime())
+    except ZygoteError as exc:
+        return str(exc)
+    return None
+
+
 class ProcessSandbox:
     """Runs Python code in an empty root in fresh namespaces, as an unprivileged uid; see the module docstring."""
 

@@ -281,9 +281,9 @@ def _build_template(cfg: dict) -> None:
     for folder in (WORKDIR, "/tmp", "/var", "/proc", PROC_NEW):
         os.makedirs(root + folder, exist_ok=True)
     os.symlink("/tmp", root + "/var/tmp")
-    # The zygote's own /proc (the host's PID namespace): a user namespace may mount a new procfs only where one is
-    # already fully visible. Each sandbox mounts its own and moves it over this one (`_enter_sandbox`).
-    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # The host's /proc, for now: in a user namespace a new procfs may be mounted only where one is already fully
+    # visible. Each sandbox mounts its own and moves it over this one (`_enter_sandbox`).
+    _mount("/proc", root + "/proc", None, MS_BIND | MS_REC)
     # Swap roots and drop the host's: from here on the host's file system is unreachable.
     os.chdir(root)
     os.makedirs(root + "/.old")
@@ -1059,7 +1059,12 @@ def _write_proc(path: str, text: str) -> None:
 def _enter_user_namespace() -> None:
     """Rootless: become root of a new user namespace that maps only the caller's own uid and gid."""
     uid, gid = os.getuid(), os.getgid()
-    _unshare(CLONE_NEWUSER)
+    try:
+        _unshare(CLONE_NEWUSER)
+    except OSError as exc:
+        raise OSError(exc.errno, "the process sandbox needs root or unprivileged user namespaces, and this user may "
+                      f"not make one ({exc.strerror}; see user.max_user_namespaces, kernel.unprivileged_userns_clone "
+                      "or the AppArmor/SELinux policy on user namespaces); use docker instead") from exc
     _write_proc("/proc/self/setgroups", "deny")
     _write_proc("/proc/self/uid_map", f"0 {uid} 1")
     _write_proc("/proc/self/gid_map", f"0 {gid} 1")
@@ -1085,15 +1090,16 @@ def _zygote(cfg: dict) -> None:
         cgroups = Cgroups.open(os.getpid())
         if cgroups is None:
             raise OSError(errno.EPERM, "no cgroup with the memory and pids controllers can be made here; the process "
-                          "sandbox caps each sandbox's memory and processes with one (run as root, or in a delegated "
-                          "cgroup v2 subtree, e.g. `systemd-run --user --scope -p Delegate=yes`), or use docker")
+                          "sandbox caps each sandbox's memory and processes with one (run as root, or in a cgroup subtree "
+                          "delegated to this user, e.g. `systemd-run --user --scope -p Delegate=yes`), or use docker")
         _build_template(cfg)
         for fd in (ctl.fileno(), *cgroups.fds()):
             os.set_inheritable(fd, True)
         serve = {"ctl_fd": ctl.fileno(), "cgroups": cgroups.dirs, "v2": cgroups.v2, "rootless": rootless,
                  "preload": cfg.get("preload", PRELOAD)}
         python = f"{RUNTIME_IN_ROOT}/bin/python"
-        os.execve(python, [python, "-I", RUNNER_IN_ROOT, "zygote-serve", json.dumps(serve)], cfg["env"])
+        # -s -P rather than -I: the environment is built from scratch, and -I would ignore its PYTHONHASHSEED
+        os.execve(python, [python, "-s", "-P", RUNNER_IN_ROOT, "zygote-serve", json.dumps(serve)], cfg["env"])
     except BaseException as exc:  # noqa: BLE001 - the host shows why the zygote could not start
         with contextlib.suppress(OSError):
             ctl.send(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
@@ -1202,11 +1208,10 @@ def _spawn(request: dict, fds: list[int], cgroups: Cgroups, name: str, etc: dict
                 os.write(w, answer)
             os._exit(0)
     os.close(w)
-    data = b""
-    while chunk := os.read(r, 4096):
-        data += chunk
-    os.close(r)
-    os.waitpid(child, 0)
+    try:
+        data = os.read(r, 4096)  # one write of a few bytes: whole; the child's exit is reaped in the zygote's loop
+    finally:
+        os.close(r)
     if not data.isdigit():
         raise OSError(errno.ECHILD, data.decode(errors="replace"))
     return int(data)

@@ -51,6 +51,10 @@ def sandbox_env() -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
         "PYTHONIOENCODING": "utf-8",
+        # Every sandbox is a fork of one interpreter, so they share its string-hash seed anyway: fix it, so that
+        # set and dict orders, and any output that follows them, are the same in every sandbox, zygote and backend
+        # (an expected output taken in one sandbox is reproduced in any other).
+        "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
         # One BLAS/OpenMP thread: keeps the address-space baseline small and stops a task grabbing every core.
         "OPENBLAS_NUM_THREADS": "1",

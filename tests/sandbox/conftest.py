@@ -7,7 +7,6 @@ MEDGYM_REQUIRE_DOCKER=1, in which case that is a failure: CI with docker must re
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,11 +20,9 @@ from components.sandbox.protocol import Limits, Sandbox
 def backend_unavailable(name: str) -> str | None:
     """Why `name` cannot run on this machine, or None when it can."""
     if name == "process":
-        if os.geteuid() != 0:
-            return "process backend needs root (namespaces, uid switch)"
-        if shutil.which("unshare") is None:
-            return "process backend needs util-linux `unshare`"
-        return None
+        from components.sandbox.process import process_unavailable
+
+        return process_unavailable()
     try:
         from components.sandbox.docker import docker_available
     except ImportError as e:

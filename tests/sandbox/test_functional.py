@@ -105,3 +105,16 @@ def test_output_printed_before_a_timeout_is_kept(make_sandbox):
     res = box.exec("print('before the spin', flush=False)\nwhile True:\n    pass\n", timeout_s=1.0)
     assert res.status == "timeout"
     assert "before the spin" in res.stdout
+
+
+def test_set_order_is_the_same_in_every_sandbox(make_sandbox):
+    """One string-hash seed everywhere: an expected output that follows a set's order is reproduced in any sandbox
+    (every process sandbox is a fork of one interpreter, so they would share a seed anyway; docker's agree)."""
+    import subprocess
+    import sys
+
+    code = "print(hash('medgym'), list({str(i) for i in range(20)}))"
+    want = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"PYTHONHASHSEED": "0"}).stdout
+    outs = {make_sandbox().exec(code).stdout for _ in range(2)}
+    assert outs == {want}

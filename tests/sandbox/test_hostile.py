@@ -221,7 +221,10 @@ def test_detached_children_do_not_survive(make_sandbox, token):
 def test_killing_the_parent_is_an_error_and_host_survives(make_sandbox, token):
     sb = make_sandbox(Limits(timeout_s=10))
     res = sb.exec("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('parent killed')\n")
-    assert res.status == "error", res
+    # refused (another uid), except rootless, where code and runner share the namespace's one uid: the runner is
+    # PID 1 there, which ignores a SIGKILL sent from inside its namespace
+    if getattr(sb, "uid", 0) is not None:
+        assert res.status == "error", res
     assert sb.exec("print('still serving')").stdout == "still serving\n"
     assert_no_survivors(token, getattr(sb, "uid", None))
 

@@ -5,8 +5,10 @@ Every test runs against each backend (see conftest.py)."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
+import tempfile
 import textwrap
 import uuid
 from pathlib import Path
@@ -27,8 +29,10 @@ def run(sb, code: str, **kw):  # noqa: ANN001, ANN003 - any Sandbox
 
 
 def test_answers_beside_the_checkout_are_invisible(make_sandbox):
-    # A world-readable folder next to the checkout, as another project or a data copy would be.
-    planted = REPO.parent / f"medgym-answers-{uuid.uuid4().hex[:8]}"
+    # A world-readable folder next to the checkout, as another project or a data copy would be (in /tmp where this
+    # user may not write there: the rootless run).
+    beside = REPO.parent if os.access(REPO.parent, os.W_OK) else Path(tempfile.gettempdir())
+    planted = beside / f"medgym-answers-{uuid.uuid4().hex[:8]}"
     planted.mkdir(mode=0o755)
     (planted / "tasks.jsonl").write_text(json.dumps({"task_id": "t", "answer": "42.195"}) + "\n")
     (planted / "tasks.jsonl").chmod(0o644)

@@ -242,7 +242,8 @@ def take_reference_outputs(tasks: list[Task], open_sandbox: Callable[[], Sandbox
     under each seed variant. That trace is what a submission must reproduce (components/tasks/code_judge.py).
 
     Refused: a program that draws random numbers without seeding; one that never calls the function or does not
-    finish; one whose trace differs between two sandboxes (two interpreters, two hash seeds: set order, clocks),
+    finish; one whose trace differs between two sandboxes (clocks, the OS's randomness; set order does not: every
+    sandbox has the same string-hash seed),
     which could not be scored fairly; one that gives the function a single input under every seed variant; and one
     whose trace a cheap guess reproduces (one fixed value such as a module constant or a literal of the harness,
     one of its own arguments), which could not tell solving from not.
