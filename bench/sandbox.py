@@ -2,7 +2,8 @@
 
     python -m bench.sandbox [--repeat N]
 
-Rows: bare subprocess (floor), process stateless, process stateful, docker cold (a new sandbox per exec),
+Rows: bare subprocess (floor), process cold (a new sandbox per exec, as every episode opens one), process
+stateless, process stateful, docker cold (a new sandbox per exec),
 docker warm (one sandbox reused) and docker warm pool (a sandbox per exec taken from a pool of started
 containers, as rollouts use it); the docker rows are skipped with a note when no engine answers.
 """
@@ -65,6 +66,33 @@ def _docker_reason() -> str | None:
     return None if docker_available() else "no docker engine answers"
 
 
+def _process_start(repeat: int) -> tuple[float, float]:
+    """Median wall time of opening (and closing, untimed) a process sandbox, and the CPU all processes spent per
+    start: this process's own, and its children's, the zygote's and the sandboxes' it reaped included."""
+    import psutil
+
+    from components.sandbox.process import ProcessSandbox
+
+    ProcessSandbox(LIMITS).close()  # warm-up: the zygote (or the runtime's page cache) starts once
+
+    def cpu() -> float:
+        me = psutil.Process()
+        total = 0.0
+        for p in [me, *me.children(recursive=True)]:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        return total
+
+    walls = []
+    before = cpu()
+    for _ in range(repeat):
+        t = time.perf_counter()
+        sb = ProcessSandbox(LIMITS)
+        walls.append(time.perf_counter() - t)
+        sb.close()
+    return statistics.median(walls) * 1000, (cpu() - before) / repeat * 1000
+
+
 def main(repeat: int = typer.Option(15, min=1, help="Timed executions per row and task.")) -> None:
     from components.sandbox.process import ProcessSandbox
 
@@ -72,6 +100,18 @@ def main(repeat: int = typer.Option(15, min=1, help="Timed executions per row an
     notes_extra: list[str] = []
     started = time.perf_counter()
     rows.append(("bare python -c (floor)", {name: _median_ms(_bare(code), repeat) for name, code in TASKS.items()}))
+    def process_cold(code: str) -> Callable[[], None]:
+        def run() -> None:
+            with ProcessSandbox(LIMITS) as sb:
+                _checked_exec(sb, code)
+
+        return run
+
+    rows.append(("process cold (new sandbox per exec)",
+                 {name: _median_ms(process_cold(code), repeat) for name, code in TASKS.items()}))
+    start_ms, cpu_ms = _process_start(repeat)
+    notes_extra.append(f"process sandbox start (open to first answer): median {start_ms:.1f} ms wall, "
+                       f"{cpu_ms:.1f} ms of CPU per start (every process it took, the host's included)")
     for label, stateful in (("process stateless", False), ("process stateful", True)):
         t = time.perf_counter()
         with ProcessSandbox(LIMITS, stateful=stateful) as sb:

@@ -114,6 +114,7 @@ class RunnerContainer:
         self._err = bytearray()  # runner stderr: diagnostics only, bounded
         self._next_id = 0
         self.dead = False
+        self.since = int(time.time()) - 1  # for the engine's event log: an OOM kill of any process in it
 
     # ---- lifecycle -----------------------------------------------------------------------------
     @classmethod
@@ -163,9 +164,17 @@ class RunnerContainer:
             _force_remove(self.client, self.id)
 
     def oom_killed(self) -> bool:
+        """Whether the kernel OOM-killed a process of this container. The engine's event log, not the container's
+        state: State.OOMKilled is set only once the engine has handled the exit, and auto-remove may take the
+        container first (the runner killed after the code's tmpfs filled the memory limit)."""
+        with contextlib.suppress(Exception):  # auto-remove may already have taken it
+            if self.client.api.inspect_container(self.id)["State"].get("OOMKilled"):
+                return True
         try:
-            return bool(self.client.api.inspect_container(self.id)["State"].get("OOMKilled"))
-        except Exception:  # noqa: BLE001 - auto-remove may already have taken it
+            events = self.client.api.events(since=self.since, until=int(time.time()) + 1, decode=True,
+                                            filters={"container": self.id, "event": "oom"})
+            return any(True for _ in events)
+        except Exception:  # noqa: BLE001 - no event log: no evidence of an OOM kill
             return False
 
     # ---- requests ------------------------------------------------------------------------------
