@@ -319,8 +319,18 @@ class Cgroups:
     cgroup of the process that wrote it) and leaves no swap to spill into.
     """
 
-    def __init__(self, dirs: dict[str, int], v2: bool) -> None:
+    def __init__(self, dirs: dict[str, int], parents: dict[str, int], own: str, v2: bool) -> None:
         self.dirs, self.v2 = dirs, v2  # controller ("memory", "pids"; "unified" on v2) -> fd of the zygote's folder
+        self.parents, self.own = parents, own  # the folders it was made in, and its name there: removed at the end
+
+    def state(self) -> dict:
+        """What the zygote proper needs to rebuild this object after exec (the descriptors stay open)."""
+        return {"dirs": self.dirs, "parents": self.parents, "own": self.own, "v2": self.v2}
+
+    @staticmethod
+    def from_state(state: dict) -> Cgroups:
+        as_fds = lambda d: {k: int(v) for k, v in d.items()}  # noqa: E731
+        return Cgroups(as_fds(state["dirs"]), as_fds(state["parents"]), state["own"], bool(state["v2"]))
 
     @staticmethod
     def open(pid: int) -> Cgroups | None:
@@ -336,35 +346,47 @@ class Cgroups:
             name: f"/sys/fs/cgroup/{name}{paths[name]}" for name in ("memory", "pids") if name in paths}
         if (v2 and not _v2_delegates(where["unified"])) or (not v2 and len(where) < 2):
             return None
-        dirs = {}
+        dirs, parents, own = {}, {}, f"medgym-z{pid}"
         try:
             for name, base in where.items():
                 _remove_stale_zygotes(base)
-                mine = f"{base}/medgym-z{pid}"
+                mine = f"{base}/{own}"
                 os.makedirs(mine, exist_ok=True)
                 if v2:
                     _cg_write(mine, "cgroup.subtree_control", "+memory +pids")
+                parents[name] = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
                 dirs[name] = os.open(mine, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
-            for fd in dirs.values():
+            for fd in [*dirs.values(), *parents.values()]:
                 os.close(fd)
             return None
-        return Cgroups(dirs, v2)
+        return Cgroups(dirs, parents, own, v2)
 
     def fds(self) -> list[int]:
-        return list(self.dirs.values())
+        return [*self.dirs.values(), *self.parents.values()]
+
+    def close(self) -> None:
+        """Remove the zygote's own folders (empty by now: every sandbox's was removed)."""
+        for fd in self.parents.values():
+            with contextlib.suppress(OSError):
+                os.rmdir(self.own, dir_fd=fd)
 
     def create(self, name: str, memory_bytes: int, pids: int) -> None:
+        """Make (or take back, empty, from an ended sandbox) cgroup `name` and set its limits."""
         for fd in self.dirs.values():
-            os.mkdir(name, 0o755, dir_fd=fd)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=fd)
         if self.v2:
             folder = self.dirs["unified"]
             _cg_write_at(folder, f"{name}/memory.max", str(memory_bytes))
             _cg_write_at(folder, f"{name}/memory.swap.max", "0", optional=True)
             _cg_write_at(folder, f"{name}/pids.max", str(pids))
         else:
-            _cg_write_at(self.dirs["memory"], f"{name}/memory.limit_in_bytes", str(memory_bytes))
-            _cg_write_at(self.dirs["memory"], f"{name}/memory.memsw.limit_in_bytes", str(memory_bytes), optional=True)
+            # v1 keeps limit <= memsw.limit at every write: lift memsw, set the limit, then hold memsw to it
+            memory = self.dirs["memory"]
+            _cg_write_at(memory, f"{name}/memory.memsw.limit_in_bytes", "-1", optional=True)
+            _cg_write_at(memory, f"{name}/memory.limit_in_bytes", str(memory_bytes))
+            _cg_write_at(memory, f"{name}/memory.memsw.limit_in_bytes", str(memory_bytes), optional=True)
             _cg_write_at(self.dirs["pids"], f"{name}/pids.max", str(pids))
 
     def join(self, name: str) -> None:
@@ -375,6 +397,20 @@ class Cgroups:
         """A descriptor the sandbox's server reads its OOM-kill count from (see `oom_kills`)."""
         fd = self.dirs["unified" if self.v2 else "memory"]
         return os.open(f"{name}/{'memory.events' if self.v2 else 'memory.oom_control'}", os.O_RDONLY, dir_fd=fd)
+
+    def empty(self, name: str) -> bool:
+        """No process left in cgroup `name`: an ended sandbox's last processes have exited."""
+        for fd in self.dirs.values():
+            try:
+                procs = os.open(f"{name}/cgroup.procs", os.O_RDONLY, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            try:
+                if os.read(procs, 64).strip():
+                    return False
+            finally:
+                os.close(procs)
+        return True
 
     def remove(self, name: str) -> bool:
         """Remove a sandbox's cgroups once its processes are gone; False while some are still exiting."""
@@ -1095,7 +1131,7 @@ def _zygote(cfg: dict) -> None:
         _build_template(cfg)
         for fd in (ctl.fileno(), *cgroups.fds()):
             os.set_inheritable(fd, True)
-        serve = {"ctl_fd": ctl.fileno(), "cgroups": cgroups.dirs, "v2": cgroups.v2, "rootless": rootless,
+        serve = {"ctl_fd": ctl.fileno(), "cgroups": cgroups.state(), "rootless": rootless,
                  "preload": cfg.get("preload", PRELOAD)}
         python = f"{RUNTIME_IN_ROOT}/bin/python"
         # -s -P rather than -I: the environment is built from scratch, and -I would ignore its PYTHONHASHSEED
@@ -1111,7 +1147,7 @@ def _zygote_serve(cfg: dict) -> None:
     sandboxes' first processes (it is their subreaper) and removes their cgroups. Ends, with every sandbox it
     started, when the host closes the control socket."""
     ctl = socket.socket(fileno=cfg["ctl_fd"])
-    cgroups = Cgroups({k: int(v) for k, v in cfg["cgroups"].items()}, bool(cfg["v2"]))
+    cgroups = Cgroups.from_state(cfg["cgroups"])
     _preload(cfg.get("preload", PRELOAD))
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a sandbox's first process is reparented to us
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
@@ -1127,6 +1163,9 @@ def _zygote_serve(cfg: dict) -> None:
     ctl.send(json.dumps({"ready": True, "python": sys.version.split()[0]}).encode())
     live: dict[int, str] = {}  # a sandbox's first process -> its cgroup's name
     leftover: set[str] = set()  # cgroups of ended sandboxes whose last processes are still exiting
+    # Empty cgroups of ended sandboxes, taken again by new ones: making and removing a memory cgroup costs the
+    # kernel several milliseconds of CPU (most of it after rmdir, in a worker), about a sandbox start's worth.
+    free: list[str] = []
     count = 0
     while True:
         ready, _, _ = select.select([ctl, wake_r], [], [], 0.05 if leftover else None)
@@ -1142,7 +1181,8 @@ def _zygote_serve(cfg: dict) -> None:
                 break
             if pid in live:
                 leftover.add(live.pop(pid))
-        leftover = {name for name in leftover if not cgroups.remove(name)}
+        free += [name for name in leftover if cgroups.empty(name)]
+        leftover.difference_update(free)
         if ctl not in ready:
             continue
         msg, fds, _, _ = socket.recv_fds(ctl, MAX_CONTROL_MESSAGE, 2)
@@ -1154,6 +1194,15 @@ def _zygote_serve(cfg: dict) -> None:
             request = json.loads(msg)
             if len(fds) != 2:
                 raise ValueError(f"a spawn request carries the sandbox's two pipe ends, not {len(fds)} descriptors")
+            while free:  # a recycled cgroup that cannot take the new limits (charges above them) is removed
+                try:
+                    cgroups.create(free[-1], int(request["memory_bytes"]), int(request["pids"]))
+                    name = free.pop()
+                    break
+                except OSError:
+                    cgroups.remove(free.pop())
+            else:
+                cgroups.create(name, int(request["memory_bytes"]), int(request["pids"]))
             pid = _spawn(request, fds, cgroups, name, etc, bool(cfg["rootless"]), {ctl.fileno(), wake_r, wake_w})
             live[pid] = name
             pidfd = os.pidfd_open(pid)
@@ -1170,21 +1219,23 @@ def _zygote_serve(cfg: dict) -> None:
     for pid in live:  # the host is gone: so are its sandboxes
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    for pid, name in live.items():
+    for pid in live:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+    for name in [*live.values(), *leftover, *free]:
         for _ in range(200):
             if cgroups.remove(name):
                 break
             time.sleep(0.01)
+    cgroups.close()
     os._exit(0)
 
 
 def _spawn(request: dict, fds: list[int], cgroups: Cgroups, name: str, etc: dict, rootless: bool,
            zygote_fds: set[int]) -> int:
-    """Fork a sandbox: a child joins the sandbox's cgroup and new namespaces, forks its first process (PID 1 there,
-    `_enter_sandbox`) and exits; the zygote, as subreaper, becomes that process's parent. Returns its pid."""
-    cgroups.create(name, int(request["memory_bytes"]), int(request["pids"]))
+    """Fork a sandbox into cgroup `name` (made, limits set): a child joins it and new namespaces, forks the
+    sandbox's first process (PID 1 there, `_enter_sandbox`) and exits; the zygote, as subreaper, becomes that
+    process's parent. Returns its pid."""
     r, w = os.pipe()
     child = os.fork()
     if child == 0:

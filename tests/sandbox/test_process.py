@@ -72,35 +72,49 @@ def test_upload_outside_workdir_is_refused(process_sandbox, tmp_path):
         sb.upload_file(src, "/etc/escape.txt")
 
 
-def test_close_ends_the_sandbox_and_removes_its_cgroup(process_sandbox):
+def test_close_ends_the_sandbox_and_empties_its_cgroup_for_the_next(process_sandbox):
     sb = process_sandbox(limits=Limits(memory_mb=64))
     sb.exec("open('f', 'w').write('x' * 1000)")
     pid = sb._pid
     cgroups = sandbox_cgroups(pid)
     assert cgroups and all(c.is_dir() for c in cgroups), cgroups
+    limit = next(c / name for c in cgroups for name in ("memory.limit_in_bytes", "memory.max") if (c / name).exists())
     sb.close()
     assert gone(pid)
     deadline = time.monotonic() + 5
-    while any(c.exists() for c in cgroups) and time.monotonic() < deadline:
+    while any((c / "cgroup.procs").read_text().strip() for c in cgroups) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(c.exists() for c in cgroups), cgroups
+    assert not any((c / "cgroup.procs").read_text().strip() for c in cgroups)
+    # an ended sandbox's empty cgroup is taken by the next, with the next one's limits
+    time.sleep(0.2)
+    again = process_sandbox(limits=Limits(memory_mb=128))
+    assert sandbox_cgroups(again._pid) == cgroups
+    assert int(limit.read_text()) == (128 + 96) * 1024 * 1024
 
 
-def test_a_killed_owner_leaves_no_sandbox_and_no_zygote():
+def test_a_killed_owner_leaves_no_sandbox_no_zygote_and_no_cgroup():
     require_backend("process")
     script = (
-        "import os\n"
+        "import os, sys\n"
         "from components.sandbox.process import ProcessSandbox\n"
         "sb = ProcessSandbox()\n"
         "print(sb._pid, sb._zygote._proc.pid, flush=True)\n"
+        "sys.stdin.read()\n"
         "os._exit(0)\n"  # dies without close(): the zygote sees its socket close and ends its sandboxes
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
-    sandbox, zygote = (int(x) for x in out.stdout.split())
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    sandbox, zygote = (int(x) for x in proc.stdout.readline().split())
+    folders = sandbox_cgroups(sandbox)
+    assert folders
+    proc.stdin.close()
+    proc.wait(timeout=60)
     deadline = time.monotonic() + 10
     while (psutil.pid_exists(sandbox) or psutil.pid_exists(zygote)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not psutil.pid_exists(sandbox) and not psutil.pid_exists(zygote)
+    # the sandbox's cgroup and the zygote's own folder above it
+    assert not any(f.exists() or f.parent.exists() for f in folders), folders
 
 
 def test_context_manager_closes(process_sandbox):
