@@ -27,7 +27,7 @@ from components.sandbox.channel import (
     FrameBuffer,
     encode_request,
 )
-from components.sandbox.protocol import Limits
+from components.sandbox.protocol import PIDS_OVERHEAD, RUNNER_OVERHEAD_MB, Limits
 
 __all__ = ["ChannelClosed", "ChannelError", "ChannelTimeout", "RunnerContainer", "docker_client"]
 
@@ -37,10 +37,6 @@ LABEL_OWNER_START = "medgym.owner_start"
 LABEL_OWNER_HOST = "medgym.owner_host"
 
 SANDBOX_USER = "1000:1000"
-# The runner (python + preloaded numpy/pandas) lives in the same memory cgroup as the code; it gets this much on
-# top of limits.memory_mb so the code itself has the whole budget.
-RUNNER_OVERHEAD_MB = 96
-PIDS_OVERHEAD = 2  # the runner and a stateful session process
 STARTUP_TIMEOUT_S = 60.0
 MAX_RUNNER_STDERR = 8192
 

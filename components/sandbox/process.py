@@ -13,8 +13,8 @@ following links.
 Speed: starting a sandbox costs the zygote a fork (the task libraries are already imported); an exec forks a fresh
 child of the sandbox's runner (stateless) or hands code to one session process (stateful).
 
-Needs root, or unprivileged user namespaces and a delegated cgroup (v2 with memory and pids); where neither is
-there it refuses at start, saying what is missing.
+Needs root, or unprivileged user namespaces and a cgroup subtree delegated to the user (memory and pids); where
+either is missing it refuses at start, saying which.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from components.sandbox.channel import (
     max_exec_reply,
     put_header,
 )
-from components.sandbox.protocol import ExecResult, Limits
+from components.sandbox.protocol import PIDS_OVERHEAD, RUNNER_OVERHEAD_MB, ExecResult, Limits
 from components.sandbox.runtime import ensure_runtime
 from components.sandbox.zygote import ZygoteError, shared_zygote
 
@@ -53,10 +53,6 @@ UID_BASE, UID_COUNT = 3_000_000, 4096  # far above login uids and the usual /etc
 STARTUP_TIMEOUT_S = 60.0
 BACKSTOP_GRACE_S = 15.0  # the runner enforces the deadline; the host only steps in if the runner itself hangs
 EXIT_WAIT_S = 5.0  # killing a sandbox's first process ends its PID namespace; the kernel reaps the rest first
-# The runner (forked from the zygote, with numpy and pandas) lives in the sandbox's cgroup: it gets this much on top
-# of limits.memory_mb, as in the docker backend, so the code itself has the whole budget.
-RUNNER_OVERHEAD_MB = 96
-PIDS_OVERHEAD = 2  # the runner and a stateful session process
 
 
 class SandboxError(RuntimeError):

@@ -26,6 +26,13 @@ class Limits(BaseModel):
     max_files: int = Field(default=8192, gt=0, description="inode cap of the working dir and of /tmp, each")
 
 
+# What a whole sandbox may use beyond Limits, in both backends: its runner (python with numpy and pandas) lives in
+# the same memory cgroup as the code, so that the code itself has the whole memory_mb, and the runner and a stateful
+# session process count against the process cap.
+RUNNER_OVERHEAD_MB = 96
+PIDS_OVERHEAD = 2
+
+
 class ExecResult(BaseModel):
     status: Status
     exit_code: int | None

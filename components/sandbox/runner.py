@@ -245,12 +245,16 @@ def _build_template(cfg: dict) -> None:
             os.symlink(os.readlink(host), os.path.join(root, top))
         elif os.path.isdir(host):
             _bind(host, root + host)
-    # The interpreter at a neutral prefix; its own site-packages hidden (the runtime's libraries only).
-    python = root + PYTHON_IN_ROOT
-    _bind(cfg["base_prefix"], python)
+    # The interpreter at a neutral prefix. The host's package folders (the interpreter's own site-packages, the
+    # distribution's dist-packages) are hidden wherever they appear: the runtime's libraries only.
+    python, prefix = root + PYTHON_IN_ROOT, cfg["base_prefix"].rstrip("/")
+    _bind(prefix, python)
+    for folder in cfg["masks"]:
+        seen_at = [root + folder] + ([python + folder[len(prefix):]] if folder.startswith(prefix + "/") else [])
+        for target in seen_at:
+            if os.path.isdir(target):
+                _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,nr_inodes=4,mode=0555")
     site = f"lib/python{cfg['python_version']}/site-packages"
-    if os.path.isdir(f"{python}/{site}"):
-        _mount("tmpfs", f"{python}/{site}", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,nr_inodes=4,mode=0555")
     # The task runtime as a virtual environment of that interpreter: its site-packages, a pyvenv.cfg of our own.
     env = root + RUNTIME_IN_ROOT
     _bind(cfg["site_packages"], f"{env}/{site}")

@@ -26,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from components.sandbox.runtime import Runtime
+from components.sandbox.runtime import Runtime, host_site_dirs
 
 RUNNER = Path(__file__).with_name("runner.py")
 STARTUP_TIMEOUT_S = 120.0
@@ -80,6 +80,7 @@ class Zygote:
             "base_prefix": str(runtime.base_prefix),
             "python_version": runtime.python_version,
             "site_packages": str(runtime.site_packages),
+            "masks": host_site_dirs(runtime),
             "env": sandbox_env(),
         }
         base_python = str(runtime.base_prefix / "bin" / f"python{runtime.python_version}")

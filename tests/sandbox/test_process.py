@@ -198,3 +198,17 @@ def sandbox_cgroups(pid: int) -> list[Path]:
             elif name == "unified" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
                 folders.append(Path(f"/sys/fs/cgroup{path}"))
     return folders
+
+
+def test_the_hosts_package_folders_are_empty_inside(process_sandbox):
+    """The runtime's libraries only: the interpreter's own site-packages and the distribution's package folders
+    are hidden wherever the sandbox's root shows them (at their path and under the interpreter's neutral prefix)."""
+    from components.sandbox.runtime import ensure_runtime, host_site_dirs
+
+    rt = ensure_runtime()
+    folders = [*host_site_dirs(rt), f"/opt/medgym/python/lib/python{rt.python_version}/site-packages"]
+    code = "import os, json\nprint(json.dumps({p: os.listdir(p) for p in %r if os.path.isdir(p)}))" % folders
+    res = process_sandbox().exec(code)
+    assert res.status == "ok", res
+    seen = ast.literal_eval(res.stdout.replace("null", "None"))
+    assert seen and all(v == [] for v in seen.values()), seen
