@@ -46,7 +46,6 @@ from components.sandbox.channel import (
     put_header,
 )
 from components.sandbox.protocol import PIDS_OVERHEAD, RUNNER_OVERHEAD_MB, ExecResult, Limits
-from components.sandbox.runtime import ensure_runtime
 from components.sandbox.zygote import ZygoteError, shared_zygote
 
 UID_BASE, UID_COUNT = 3_000_000, 4096  # far above login uids and the usual /etc/subuid ranges
@@ -99,7 +98,7 @@ def process_unavailable() -> str | None:
     """Why the process backend cannot run here (no root and no user namespaces, no cgroup to cap a sandbox
     with), or None when it can: it starts this process's zygote, which every sandbox needs anyway."""
     try:
-        shared_zygote(ensure_runtime())
+        shared_zygote()
     except ZygoteError as exc:
         return str(exc)
     return None
@@ -121,7 +120,7 @@ class ProcessSandbox:
         self._lost_state: str | None = None
         self._lease: _UidLease | None = None
         try:
-            self._zygote = shared_zygote(ensure_runtime())
+            self._zygote = shared_zygote()
         except ZygoteError as exc:
             raise SandboxError(str(exc)) from exc
         # Rootless, code runs as the user namespace's root with no capabilities: there is one uid to run as.

@@ -9,7 +9,7 @@ The host talks to the zygote over a socketpair: a spawn request carries the two 
 (SCM_RIGHTS) and its limits; the answer carries a pidfd of the sandbox's first process, so that killing it can
 never hit a reused pid. The zygote ends, with every sandbox it started, when the host closes its end.
 
-One zygote per host process and runtime, started on first use: a process-wide resource like a connection pool.
+One zygote per host process, started on first use: a process-wide resource like a connection pool.
 A forked host process gets a zygote of its own (it cannot share its parent's socket safely).
 """
 
@@ -26,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from components.sandbox.runtime import Runtime, host_site_dirs
+from components.sandbox.runtime import Runtime, ensure_runtime, host_site_dirs
 
 RUNNER = Path(__file__).with_name("runner.py")
 STARTUP_TIMEOUT_S = 120.0
@@ -142,17 +142,17 @@ class Zygote:
             self._base.rmdir()
 
 
-_zygotes: dict[tuple[int, Path], Zygote] = {}
+_zygotes: dict[int, Zygote] = {}
 _zygotes_lock = threading.Lock()
 
 
-def shared_zygote(runtime: Runtime) -> Zygote:
-    """This process's zygote for `runtime`, started on first use (and again if it died)."""
-    key = (os.getpid(), runtime.env)
+def shared_zygote() -> Zygote:
+    """This process's zygote, started on first use (and again if it died). The task runtime is looked up (and
+    built if missing) only then: a sandbox start reads no file."""
     with _zygotes_lock:
-        zygote = _zygotes.get(key)
+        zygote = _zygotes.get(os.getpid())
         if zygote is None or not zygote.alive():
-            zygote = _zygotes[key] = Zygote(runtime)
+            zygote = _zygotes[os.getpid()] = Zygote(ensure_runtime())
         return zygote
 
 
@@ -160,7 +160,7 @@ def shared_zygote(runtime: Runtime) -> Zygote:
 def _close_zygotes() -> None:
     """Their temporary folders go with them (the zygotes would end anyway once this process's sockets close)."""
     with _zygotes_lock:
-        for key, zygote in list(_zygotes.items()):
-            if key[0] == os.getpid():
+        for pid, zygote in list(_zygotes.items()):
+            if pid == os.getpid():
                 zygote.close()
         _zygotes.clear()
