@@ -207,7 +207,7 @@ def test_the_hosts_package_folders_are_empty_inside(process_sandbox):
 
     rt = ensure_runtime()
     folders = [*host_site_dirs(rt), f"/opt/medgym/python/lib/python{rt.python_version}/site-packages"]
-    code = "import os, json\nprint(json.dumps({p: os.listdir(p) for p in %r if os.path.isdir(p)}))" % folders
+    code = f"import os, json\nprint(json.dumps({{p: os.listdir(p) for p in {folders!r} if os.path.isdir(p)}}))"
     res = process_sandbox().exec(code)
     assert res.status == "ok", res
     seen = ast.literal_eval(res.stdout.replace("null", "None"))
