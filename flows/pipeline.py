@@ -24,6 +24,7 @@ from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, stage_key
+from components.policies.engines import VLLMServers
 from components.registry import Candidate, Selection, select, unselected, valid_figure
 from components.tracking.tracker import MlflowTracker
 from components.training.datasets import read_manifest
@@ -82,36 +83,45 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
         parent.log_params(params)
         tracked = plan.cfg.tracking.model_copy(update={"parent_run_id": parent.run_id})
         run_cfg = plan.cfg.model_copy(update={"tracking": tracked})
-        for stage in plan.stages:
-            keys[stage.name] = key = stage_key(plan, stage, keys, PROJECT_ROOT)
-            if only and stage.name not in only:
-                continue
-            decision = "stale" if force else decide(plan, state, stage, keys, PROJECT_ROOT)
-            if decision == "cached":
-                record = state.read(stage.name)
-                report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
-                say(f"[{stage.name}] cached (key {key[:12]})")
-                continue
-            if decision == "stale":
-                removed = clear_outputs(stage.outputs, PROJECT_ROOT)
-                if removed:
-                    say(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
-            doing, done = WORDS.get(decision, ("running", "ran"))
-            say(f"[{stage.name}] {doing}")
-            state.start(stage.name, key)
-            t0 = time.time()
-            result = (DIAG_RUNNERS[stage.kind](config=run_cfg) if stage.kind in DIAG_RUNNERS
-                      else RUNNERS[stage.kind](plan, run_cfg, stage, report))
-            record = state.finish(stage.name, key, t0, result)
-            report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
-            parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
-                                **{f"{stage.name}.{k}": float(v) for k, v in result.items()
-                                   if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+        with VLLMServers() as engines:
+            _run_stages(plan, run_cfg, state, keys, report, only, force, parent, engines)
         total = round(time.time() - started, 1)
         parent.log_metrics({"pipeline.wall_s": total})
         if not only:
             state.mark_run(parent.run_id, "done", digest)
     return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}
+
+
+def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dict[str, str], report: dict[str, Any],
+                only: list[str] | None, force: bool, parent: Any, engines: VLLMServers) -> None:
+    todo = [s.name for s in plan.stages if not only or s.name in only]
+    for stage in plan.stages:
+        keys[stage.name] = key = stage_key(plan, stage, keys, PROJECT_ROOT)
+        if only and stage.name not in only:
+            continue
+        decision = "stale" if force else decide(plan, state, stage, keys, PROJECT_ROOT)
+        if decision == "cached":
+            record = state.read(stage.name)
+            report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
+            say(f"[{stage.name}] cached (key {key[:12]})")
+            continue
+        if decision == "stale":
+            removed = clear_outputs(stage.outputs, PROJECT_ROOT)
+            if removed:
+                say(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
+        doing, done = WORDS.get(decision, ("running", "ran"))
+        previous = state.read(stage.name)  # the stage's own bar gives its ETA; its last wall time says it first
+        last = f", {previous.wall_s:.0f} s last time" if previous and previous.wall_s else ""
+        say(f"[{stage.name}] {doing} (stage {todo.index(stage.name) + 1} of {len(todo)}{last})")
+        state.start(stage.name, key)
+        t0 = time.time()
+        result = (DIAG_RUNNERS[stage.kind](config=cfg) if stage.kind in DIAG_RUNNERS
+                  else RUNNERS[stage.kind](plan, cfg, stage, report, engines))
+        record = state.finish(stage.name, key, t0, result)
+        report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
+        parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
+                            **{f"{stage.name}.{k}": float(v) for k, v in result.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)}})
 
 
 # ---------------------------------------------------------------------- one runner per kind of stage
@@ -120,7 +130,8 @@ def _tasks_path(cfg: PipelineConfig) -> Path:
     return PROJECT_ROOT / cfg.data.out_dir / "tasks.jsonl"
 
 
-def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
+              engines: VLLMServers | None = None) -> dict[str, Any]:
     out = PROJECT_ROOT / cfg.data.out_dir
     if cfg.data.source == "medagentgym":
         if cfg.data.import_from is None:
@@ -133,17 +144,27 @@ def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> di
             "source": "generate"}
 
 
-def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
+                engines: VLLMServers | None = None) -> dict[str, Any]:
     config = cfg.collection(stage.name)
-    result = rollout_flow(tasks=_tasks_path(cfg), out_dir=PROJECT_ROOT / cfg.rollout_dir(stage.name), config=config,
-                          profile=cfg, name=stage.name)
+    # a vLLM policy plays on the run's one server, loaded with this collection's checkpoint (Ray's actors and
+    # attached servers build their own)
+    shared = engines is not None and config.policy.backend == "vllm" and not config.ray_address
+    policy = engines.policy(config.policy.backend_config()) if shared else None  # type: ignore[union-attr,arg-type]
+    try:
+        result = rollout_flow(tasks=_tasks_path(cfg), out_dir=PROJECT_ROOT / cfg.rollout_dir(stage.name),
+                              config=config, profile=cfg, name=stage.name, policy=policy)
+    finally:
+        if policy is not None:
+            policy.close()
     raise_if_all_refused(result, config.policy.backend)
     s = result["summary"]
     keep = ("episodes", "success", "turns_mean")
     return {k: v for k, v in s.items() if k in keep or k.startswith("success_domain/")}
 
 
-def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
+              engines: VLLMServers | None = None) -> dict[str, Any]:
     assert stage.method is not None
     tcfg = plan.training_config(stage).model_copy(update={"tracking": cfg.tracking})
     # the registry logs the model it registers; logging every stage's merged copy too would double the disk
@@ -155,7 +176,8 @@ def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> di
             "train_runtime_s": t.get("runtime_s"), "model_dir": t["model_dir"], "run_id": t["run_id"]}
 
 
-def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
+                 engines: VLLMServers | None = None) -> dict[str, Any]:
     verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
     board = leaderboard_flow(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
                              verifier=str(verifier) if verifier else None, name="leaderboard")
@@ -199,7 +221,8 @@ def choose(plan: Plan, cfg: PipelineConfig) -> Selection:
     return select(scored, plan.test_reads(), [p.stage.name for p in plan.policies() if p.valid is None])
 
 
-def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
+def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
+                 engines: VLLMServers | None = None) -> dict[str, Any]:
     selection = choose(plan, cfg)
     trained = plan[selection.chosen]
     assert trained.method is not None

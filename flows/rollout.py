@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
 from rich.console import Console
@@ -12,7 +13,7 @@ from tqdm import tqdm
 
 from components.config import PipelineConfig, as_config
 from components.envs.episode import Episode, Outcome
-from components.policies.protocol import PolicyRefusal
+from components.policies.protocol import Policy, PolicyRefusal
 from components.rollout.collect import CollectionConfig, CollectionResult, collect
 from components.tracking.tracker import MlflowTracker
 from flows.runtime import PROJECT_ROOT
@@ -22,9 +23,10 @@ SAMPLE_EPISODES = 20  # episodes logged as artifacts per collection (the shards 
 
 @flow(name="rollout", log_prints=True, retries=1, retry_delay_seconds=2)  # a retry resumes: finished pairs are skipped
 def rollout_flow(tasks: Path, out_dir: Path, config: CollectionConfig, profile: str | PipelineConfig = "demo",
-                 name: str = "rollout") -> dict:
+                 name: str = "rollout", policy: Any = None) -> dict:
+    """`policy`: one built by the caller (the pipeline's vLLM server, kept between collections), else built here."""
     cfg = as_config(profile)
-    result = _collect_with_progress(Path(tasks), Path(out_dir), config, name)
+    result = _collect_with_progress(Path(tasks), Path(out_dir), config, name, policy)
     _track(cfg, name, Path(tasks), Path(out_dir), config, result)
     return result.model_dump()
 
@@ -36,7 +38,8 @@ def raise_if_all_refused(result: dict, backend: str) -> None:
         raise PolicyRefusal(f"{backend} cannot play any of the {len(result['refused'])} tasks: {first}")
 
 
-def _collect_with_progress(tasks: Path, out_dir: Path, config: CollectionConfig, name: str) -> CollectionResult:
+def _collect_with_progress(tasks: Path, out_dir: Path, config: CollectionConfig, name: str,
+                           policy: Policy | None = None) -> CollectionResult:
     counts = {"done": 0, "correct": 0}
     bar = tqdm(desc=f"{name} ({config.policy.backend})", unit="ep", dynamic_ncols=True, leave=True)
 
@@ -48,7 +51,7 @@ def _collect_with_progress(tasks: Path, out_dir: Path, config: CollectionConfig,
 
     try:
         return collect(tasks, out_dir, config, on_progress=on_progress, total_hook=lambda n: _set_total(bar, n),
-                       sample_size=SAMPLE_EPISODES)
+                       sample_size=SAMPLE_EPISODES, policy=policy)
     finally:
         bar.close()
 

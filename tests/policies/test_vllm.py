@@ -180,7 +180,27 @@ def test_in_place_reload_needs_the_same_config_untied_embeddings_and_tokenizer(f
     for d in (fake["a"], fake["b"]):
         config = json.loads((d / "config.json").read_text())
         (d / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
-    assert "tied word embeddings" in (inplace_obstacle(fake["a"], fake["b"]) or "")
+    assert "tied word embeddings that changed" in (inplace_obstacle(fake["a"], fake["b"]) or "")
+
+
+def test_tied_checkpoints_reload_in_place_where_the_embeddings_are_the_same_tensor(tmp_path: Path) -> None:
+    """What LoRA leaves: every tensor but the embeddings changed. The tied lm_head vLLM keeps is then still right."""
+    import torch
+    from safetensors.torch import save_file
+
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4, "tie_word_embeddings": True}
+    embed = torch.randn(8, 4)
+    dirs = {}
+    for name, (emb, mlp) in {"a": (embed, 0.0), "b": (embed.clone(), 1.0), "c": (embed + 1e-3, 0.0)}.items():
+        d = dirs[name] = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(config))
+        save_file({"model.embed_tokens.weight": emb, "model.layers.0.mlp.up_proj.weight": torch.full((4, 4), mlp)},
+                  d / "model.safetensors")
+    assert inplace_obstacle(dirs["a"], dirs["b"]) is None
+    assert "tied word embeddings that changed" in (inplace_obstacle(dirs["a"], dirs["c"]) or "")
+    (dirs["b"] / "model.safetensors").unlink()  # unreadable weights: never assumed equal
+    assert "tied word embeddings" in (inplace_obstacle(dirs["a"], dirs["b"]) or "")
 
 
 def test_policy_sends_exact_token_completions_and_reloads(fake: dict[str, Any]) -> None:
@@ -477,3 +497,27 @@ def _variant(src: Path, dst: Path, *, seed: int, parts: tuple[str, ...]) -> Path
             tensors[name] = value + 0.02 * torch.randn(value.shape, generator=gen)
     save_file(tensors, dst / "model.safetensors", metadata={"format": "pt"})
     return dst
+
+
+def test_a_run_keeps_one_server_and_loads_each_collections_checkpoint_into_it(fake: dict[str, Any]) -> None:
+    from components.policies.engines import VLLMServers
+
+    def config(model: Path, **more: Any) -> VLLMPolicyConfig:
+        return VLLMPolicyConfig.model_validate(fake_config(fake, model=str(model), tokenizer=SMOLLM2, **more))
+
+    with VLLMServers() as servers:
+        first = servers.policy(config(fake["a"]))
+        assert first.generate([request([1, 2])])[0].token_ids == [3, 2]
+        first.close()  # a collection's end leaves the server up
+        assert first.server is not None and first.server.running()
+        second = servers.policy(config(fake["b"]))  # the next collection's checkpoint, same shape: in place
+        assert second.server is first.server and servers.reloads == ["inplace"] and servers.starts == 1
+        assert second.model_id == str(fake["b"]) and second.generate([request([5])])[0].token_ids == [6, 2]
+        assert recorded(fake, "/collective_rpc")[-1]["kwargs"]["weights_path"] == str(fake["b"].resolve())
+        same = servers.policy(config(fake["b"]))  # the same checkpoint again: nothing to load
+        assert servers.reloads == ["inplace"] and same.server is first.server
+        other = servers.policy(config(fake["b"], max_model_len=32))  # other server settings: a server of its own
+        assert servers.starts == 2 and other.server is not first.server and not first.server.running()
+        assert len(recorded(fake, "pid")) == 2
+        server = other.server
+    assert server is not None and not server.running()  # the run's end stops it
