@@ -107,6 +107,9 @@ class SelfImproveConfig(_Strict):
     init: str = Field(default="dpo", description="the training stage whose model the first round starts from")
     train: RolloutProfile = Field(default_factory=RolloutProfile)
     test: RolloutProfile = Field(default_factory=RolloutProfile)
+    valid: RolloutProfile | None = Field(default=None, description="each round's model on the valid split "
+                                         "(`round<r>_valid`), which makes it a candidate for registration; "
+                                         "None: the rounds are reported, never registered")
     # `episodes` here are rollouts mixed in besides the round's own (none by default)
     sft: SFTSettings = Field(default_factory=lambda: SFTSettings(episodes=[], min_verifier_score=0.5))
     dpo: DPOSettings = Field(default_factory=lambda: DPOSettings(episodes=[], verifier_pairs=True))

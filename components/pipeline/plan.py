@@ -165,7 +165,8 @@ def check_training_episodes(cfg: PipelineConfig, method: Method, stage: str | No
 def expand_rounds(cfg: PipelineConfig) -> tuple[PipelineConfig, list[tuple[str, Method, object, int]]]:
     """Self-improvement rounds as rollouts and training stages: round r plays the train split with the previous
     round's model (`round<r>_train`), trains `round<r>-sft` on its verifier-approved successes and `round<r>-dpo`
-    on its verifier-ranked pairs, and plays the held-out split with the result (`round<r>_test`)."""
+    on its verifier-ranked pairs, and plays the held-out split with the result (`round<r>_test`) and, where the
+    profile says how, the valid split (`round<r>_valid`: the round's model is then a candidate for registration)."""
     si = cfg.pipeline.self_improve
     trains: list[tuple[str, Method, object, int]] = [
         (m, m, getattr(cfg.training, m), 0) for m in TRAIN_ORDER]
@@ -180,8 +181,8 @@ def expand_rounds(cfg: PipelineConfig) -> tuple[PipelineConfig, list[tuple[str, 
     rollouts = dict(cfg.rollouts)
     prev = merged_dir(cfg, si.init)  # type: ignore[arg-type]
     for r in range(1, si.rounds + 1):
-        train_name, test_name = f"round{r}_train", f"round{r}_test"
-        for name in (train_name, test_name):
+        train_name, test_name, valid_name = f"round{r}_train", f"round{r}_test", f"round{r}_valid"
+        for name in (train_name, test_name, valid_name):
             if name in cfg.rollouts:
                 raise PlanError(f"rollout {name!r} is made by pipeline.self_improve; rename the profile's own")
         rollouts[train_name] = _playing(si.train, prev, "train")
@@ -190,6 +191,8 @@ def expand_rounds(cfg: PipelineConfig) -> tuple[PipelineConfig, list[tuple[str, 
         dpo = si.dpo.model_copy(update={"episodes": [*si.dpo.episodes, train_name], "init": str(sft_dir)})
         prev = merged_dir(cfg, "dpo", _stage_name("dpo", r))
         rollouts[test_name] = _playing(si.test, prev, "test")
+        if si.valid is not None:
+            rollouts[valid_name] = _playing(si.valid, prev, "valid")
         trains += [(_stage_name("sft", r), "sft", sft, r), (_stage_name("dpo", r), "dpo", dpo, r)]
     return cfg.model_copy(update={"rollouts": rollouts}), trains
 

@@ -107,6 +107,22 @@ def test_the_register_stage_reads_every_candidate_on_valid_and_on_test(tmp_path)
     assert build_plan(_profile(tmp_path, valid=False))["register"].needs == ("evaluate", "round1-dpo", "round1_test")
 
 
+def test_a_round_with_a_valid_rollout_is_a_candidate_for_registration(tmp_path):
+    cfg = _profile(tmp_path)
+    si = cfg.pipeline.self_improve
+    valid = si.test.model_copy(update={"split": None})
+    cfg = cfg.model_copy(update={"pipeline": cfg.pipeline.model_copy(
+        update={"self_improve": si.model_copy(update={"valid": valid})})})
+    plan = build_plan(cfg)
+    assert plan.cfg.rollouts["round1_valid"].split == "valid"
+    assert plan.cfg.rollouts["round1_valid"].policy.options["model"] == str(
+        tmp_path / "models" / "smoke" / "round1-dpo" / "merged")
+    assert [(p.stage.name, p.test, p.valid) for p in plan.on_valid()][-1] == ("round1-dpo", "round1_test",
+                                                                              "round1_valid")
+    assert plan["register"].needs[-3:] == ("round1-dpo", "round1_valid", "round1_test")
+    assert "round1_valid" in plan["evaluate"].needs and "round1_valid" not in plan.evaluated()
+
+
 def test_a_model_played_on_valid_but_never_on_test_has_no_plan(tmp_path):
     cfg = _profile(tmp_path)
     rollouts = {k: v for k, v in cfg.rollouts.items() if k != "sft_test"}
