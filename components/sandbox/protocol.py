@@ -6,11 +6,13 @@ Every backend enforces the deadline, the output cap and the cleanup itself; call
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-Status = Literal["ok", "error", "timeout", "oom"]
+from components.sandbox.result import ExecResult, Status
+
+__all__ = ["ExecResult", "Limits", "Sandbox", "Status"]
 
 
 class Limits(BaseModel):
@@ -31,15 +33,6 @@ class Limits(BaseModel):
 # session process count against the process cap.
 RUNNER_OVERHEAD_MB = 96
 PIDS_OVERHEAD = 2
-
-
-class ExecResult(BaseModel):
-    status: Status
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    truncated: bool = False  # stdout or stderr was cut at max_output_bytes
-    duration_s: float
 
 
 @runtime_checkable
