@@ -22,7 +22,7 @@ setup: $(STAMP)
 vllm:
 	bash infra/vllm/setup.sh
 
-demo: $(STAMP)
+demo: $(STAMP) vllm  # the demo generates through vLLM (configs/demo.yaml)
 	$(BIN)/medgym pipeline run --profile demo
 
 # DiagGym end to end on this CPU (about an hour): cohort, world models, cold start, GRPO, evaluation, registration

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,17 +15,25 @@ from tests.conftest import ROOT
 
 def test_the_demo_plan_chains_every_stage_in_dependency_order():
     plan = build_plan(load_config("demo"))
+    rounds = ["round1_train", "round1-sft", "round1-dpo", "round1_test", "round1_valid"]
     assert plan.names == ["suite", "teacher", "base", "sft", "sft_test", "sft_valid", "sft_train", "verifier", "dpo",
-                          "dpo_test", "dpo_valid", "evaluate", "register"]
+                          "dpo_test", "dpo_valid", *rounds, "evaluate", "register"]
     assert plan["sft"].needs == ("teacher",)
     assert plan["sft_test"].needs == ("suite", "sft")  # it plays the SFT model
     assert set(plan["dpo"].needs) == {"teacher", "sft_train", "sft", "verifier"}  # verifier-ranked pairs
-    assert plan["evaluate"].needs == ("base", "sft_test", "dpo_test", "sft_valid", "dpo_valid", "verifier")
-    assert plan.evaluated() == ["base", "sft_test", "dpo_test"]  # the valid rollouts have a board of their own
+    assert set(plan["round1-sft"].needs) == {"round1_train", "dpo", "verifier"}  # the DPO model's approved successes
+    assert plan["evaluate"].needs == ("base", "sft_test", "dpo_test", "round1_test", "sft_valid", "dpo_valid",
+                                      "round1_valid", "verifier")
+    assert plan.evaluated() == ["base", "sft_test", "dpo_test", "round1_test"]  # valid has a board of its own
     assert plan.baseline() == "base"
-    assert plan.final()[0].name == "dpo" and plan.final()[1] == "dpo_test"
+    assert plan.final()[0].name == "round1-dpo" and plan.final()[1] == "round1_test"
     # the model to register is chosen on valid: every candidate, its valid and its test rollout
-    assert plan["register"].needs == ("evaluate", "sft", "sft_valid", "sft_test", "dpo", "dpo_valid", "dpo_test")
+    assert plan["register"].needs == ("evaluate", "sft", "sft_valid", "sft_test", "dpo", "dpo_valid", "dpo_test",
+                                      "round1-dpo", "round1_valid", "round1_test")
+    # every model plays through vLLM with the same server settings: the run keeps one server for them all
+    engines = {json.dumps({k: v for k, v in r.policy.options.items() if k != "model"}, sort_keys=True)
+               for r in plan.cfg.rollouts.values() if r.policy.backend == "vllm"}
+    assert len(engines) == 1 and len([r for r in plan.cfg.rollouts.values() if r.policy.backend == "vllm"]) == 9
 
 
 def test_self_improvement_rounds_become_stages_that_play_and_train_from_the_previous_round():
