@@ -47,6 +47,8 @@ _LOG_TAIL_CHARS = 4000  # how much of the server's log an error message quotes
 _BOOKKEEPING_KEYS = frozenset({"_name_or_path", "_model_name_or_path", "_commit_hash", "transformers_version",
                                "dtype", "torch_dtype"})
 # files whose change the running server would not pick up in place (its tokenizer and stop ids are loaded once)
+# keys transformers writes into tokenizer_config.json from the arguments it was loaded with, not from the tokenizer
+_TOKENIZER_LOADING_KEYS = frozenset({"local_files_only", "name_or_path", "_commit_hash", "cache_dir"})
 _EMBEDDINGS = "model.embed_tokens.weight"  # Llama-style names: the tied lm_head is this tensor
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                     "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
@@ -301,11 +303,17 @@ def inplace_obstacle(served: Path, new: Path) -> str | None:
             return {"unreadable": str(path / name)}  # never equal to another
         return {k: v for k, v in data.items() if k not in _BOOKKEEPING_KEYS}
 
-    def raw(path: Path, name: str) -> bytes | None:
+    def raw(path: Path, name: str) -> bytes | dict[str, Any] | None:
         try:
-            return (path / name).read_bytes()
+            data = (path / name).read_bytes()
         except FileNotFoundError:
             return None
+        if name != "tokenizer_config.json":
+            return data
+        try:  # how the tokenizer was loaded when it was saved (`local_files_only`) is no change of the tokenizer
+            return {k: v for k, v in json.loads(data).items() if k not in _TOKENIZER_LOADING_KEYS}
+        except ValueError:
+            return data
 
     model = config(served, "config.json")
     if model is None or model != config(new, "config.json"):

@@ -177,6 +177,15 @@ def test_in_place_reload_needs_the_same_config_untied_embeddings_and_tokenizer(f
     assert "config.json differs" in (inplace_obstacle(tmp_path / "missing", fake["a"]) or "")
     (fake["b"] / "tokenizer.json").write_text('{"changed": 1}')
     assert inplace_obstacle(fake["a"], fake["b"]) == "tokenizer.json differ(s)"
+    (fake["b"] / "tokenizer.json").write_text("{}")
+    for d, local in ((fake["a"], False), (fake["b"], True)):  # a saved loader argument is no tokenizer change
+        (d / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 8192, "local_files_only": local}))
+    assert inplace_obstacle(fake["a"], fake["b"]) is None
+    (fake["b"] / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 4096}))
+    assert inplace_obstacle(fake["a"], fake["b"]) == "tokenizer_config.json differ(s)"
+    (fake["b"] / "tokenizer.json").write_text('{"changed": 1}')
+    (fake["b"] / "tokenizer_config.json").unlink()
+    (fake["a"] / "tokenizer_config.json").unlink()
     for d in (fake["a"], fake["b"]):
         config = json.loads((d / "config.json").read_text())
         (d / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
