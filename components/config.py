@@ -25,10 +25,13 @@ class _Strict(BaseModel):
 
 
 class SuiteSize(_Strict):
-    """How many tasks each generator makes per split."""
+    """How many tasks each generator makes per split. The valid split is where choices (which trained model to
+    register) are read off, so the test split is read once, for the registered candidate; it is opt-in (0), so a
+    size without it builds the suite it built before."""
 
     train_per_category: int = Field(ge=0)
     test_per_category: int = Field(ge=0)
+    valid_per_category: int = Field(default=0, ge=0)
 
 
 class DataConfig(_Strict):
@@ -40,7 +43,8 @@ class DataConfig(_Strict):
     out_dir: Path = Path("data/demo")
     suites: dict[str, SuiteSize] = Field(
         default_factory=lambda: {
-            "demo": SuiteSize(train_per_category=6, test_per_category=3),
+            # two valid tasks per category: the demo's eight focus categories give each trained model 16 to be chosen on
+            "demo": SuiteSize(train_per_category=6, test_per_category=3, valid_per_category=2),
             "full": SuiteSize(train_per_category=1000, test_per_category=200),
         }
     )

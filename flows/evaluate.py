@@ -20,7 +20,7 @@ from components.evaluation.report import compare, verifier_report
 from components.registry import Comparison, Evaluation
 from components.registry.evaluation import DEFAULT_METRIC
 from components.rollout.store import EPISODES, load_episodes_dir
-from components.training.stage import stage_episodes
+from components.training.stage import stage_episodes, verifier_scorer
 from flows.runtime import PROJECT_ROOT
 
 
@@ -31,10 +31,8 @@ def _config(config: str | PipelineConfig) -> PipelineConfig:
 
 
 def _verifier(cfg: PipelineConfig, verifier: str, verifier_kind: str) -> Any:
-    from components.training.verifier import VerifierScorer
-
-    return VerifierScorer(Path(verifier), verifier_kind,  # type: ignore[arg-type]
-                          max_tokens=cfg.training.verifier.max_tokens)
+    # the window the profile's verifier trained on (the kind as given: the checkpoint may be either)
+    return verifier_scorer(Path(verifier), cfg.training.verifier.model_copy(update={"kind": verifier_kind}))
 
 
 def _finished(episodes: list[Any]) -> list[Any]:
@@ -108,15 +106,16 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
 
     report_dir = Path(out) if out else PROJECT_ROOT / cfg.pipeline.reports_dir / cfg.profile / name
     md_path, json_path = report_dir / "leaderboard.md", report_dir / "leaderboard.json"
+    markdown = board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})") + _verifier_markdown(verifier, judged)
     with atomic_write(md_path) as fh:
-        fh.write(board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})") + _verifier_markdown(verifier, judged))
+        fh.write(markdown)
     if judged:
         with atomic_write(report_dir / "verifier.json") as fh:
             json.dump({"model": verifier, "rollouts": judged}, fh, indent=1, default=str)
     with atomic_write(json_path) as fh:
         fh.write(board.to_json())
     plots = write_plots(board, report_dir)
-    print(board.to_markdown(title=f"Leaderboard: {name} ({cfg.profile})"))
+    print(markdown)
 
     with training_run(cfg.tracking, f"{name}", PROJECT_ROOT, system_metrics=False) as run:
         run.set_tags({"medgym.stage": "evaluate", "medgym.profile": cfg.profile, "medgym.rollouts": ",".join(names),
@@ -140,8 +139,8 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
                         for d, e in r.domains.items()},
             "versus_baseline": {"difference": vs.difference.value, "interval": [vs.difference.low, vs.difference.high],
                                 "tasks": vs.tasks} if vs is not None else None,
-            "verifier": ({"auc": judged[r.rollout]["auc"], "accuracy": judged[r.rollout]["accuracy"],
-                          "episodes": judged[r.rollout]["episodes"]} if r.rollout in judged else None),
+            "verifier": ({k: judged[r.rollout][k] for k in ("auc", "episodes", "auc_submitted", "submitted", "accuracy")}
+                         if r.rollout in judged else None),
         }
     return {"report_dir": str(report_dir), "markdown": str(md_path), "json": str(json_path), "run_id": run_id,
             "baseline": baseline, "rows": rows, "plots": [str(p) for p in plots]}
@@ -151,9 +150,10 @@ def _verifier_metrics(judged: dict[str, dict[str, Any]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for n, rep in judged.items():
         out[f"{n}.verifier.accuracy"] = rep["accuracy"]
-        if rep["auc"]:
-            out |= {f"{n}.verifier.auc": rep["auc"]["value"], f"{n}.verifier.auc_low": rep["auc"]["low"],
-                    f"{n}.verifier.auc_high": rep["auc"]["high"]}
+        for key in ("auc", "auc_submitted"):
+            if rep[key]:
+                out |= {f"{n}.verifier.{key}": rep[key]["value"], f"{n}.verifier.{key}_low": rep[key]["low"],
+                        f"{n}.verifier.{key}_high": rep[key]["high"]}
     return out
 
 
@@ -162,12 +162,17 @@ def _verifier_markdown(model: str | None, judged: dict[str, dict[str, Any]]) -> 
         return ""
     lines = ["", f"## Verifier ({model})", "",
              "How well its score separates each rollout's correct finished episodes from its incorrect ones: ROC AUC "
-             "with a 95% bootstrap interval over tasks, and accuracy at 0.5.", "",
-             "| rollout | episodes | correct | accuracy | AUC [95%] |", "| --- | ---: | ---: | ---: | --- |"]
+             "with a 95% bootstrap interval over tasks (n: tasks), over every finished episode and over those that "
+             "submitted an answer only (a run that never submitted is an easy NO), and accuracy at 0.5.", "",
+             "| rollout | episodes | correct | accuracy | AUC, all [95%] (n) | submitted | AUC, submitted [95%] (n) |",
+             "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
+
+    def cell(auc: dict[str, Any] | None) -> str:
+        return f"{auc['value']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}] ({auc['n']})" if auc else "undefined (one class)"
+
     for n, rep in judged.items():
-        auc = rep["auc"]
-        cell = f"{auc['value']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]" if auc else "undefined (one class)"
-        lines.append(f"| {n} | {rep['episodes']} | {rep['correct']} | {rep['accuracy']:.3f} | {cell} |")
+        lines.append(f"| {n} | {rep['episodes']} | {rep['correct']} | {rep['accuracy']:.3f} | {cell(rep['auc'])} | "
+                     f"{rep['submitted']} | {cell(rep['auc_submitted'])} |")
     return "\n".join(lines) + "\n"
 
 

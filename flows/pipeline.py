@@ -24,9 +24,10 @@ from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, stage_key
+from components.registry import Candidate, Selection, select, unselected, valid_figure
 from components.tracking.tracker import MlflowTracker
 from components.training.datasets import read_manifest
-from components.training.stage import dataset_dir, merged_dir
+from components.training.stage import dataset_dir, merged_dir, stage_episodes
 from flows.checks import solvability_flow
 from flows.data import build_suite_flow, import_flow
 from flows.diag_pipeline import RUNNERS as DIAG_RUNNERS
@@ -165,29 +166,52 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) ->
         if vs:
             out[f"{name}.difference"] = vs["difference"]
             out[f"{name}.difference_low"], out[f"{name}.difference_high"] = vs["interval"]
-        auc = (row.get("verifier") or {}).get("auc")
-        if auc:
-            out |= {f"{name}.verifier_auc": auc["value"], f"{name}.verifier_auc_low": auc["low"],
-                    f"{name}.verifier_auc_high": auc["high"]}
+        for key in ("auc", "auc_submitted"):  # over every finished episode, and over those that submitted
+            auc = (row.get("verifier") or {}).get(key)
+            if auc:
+                out |= {f"{name}.verifier_{key}": auc["value"], f"{name}.verifier_{key}_low": auc["low"],
+                        f"{name}.verifier_{key}_high": auc["high"]}
+    if plan.valid_rollouts():
+        # a board of their own inside the leaderboard's folder: what choices are read off, never ranked with test
+        valid = leaderboard_flow(config=cfg, rollouts=plan.valid_rollouts(), name="leaderboard-valid",
+                                 out=str(Path(board["report_dir"]) / "valid"))
+        for name, row in valid["rows"].items():
+            out[f"{name}.success"] = row["success"]
+            if row["interval"]:
+                out[f"{name}.success_low"], out[f"{name}.success_high"] = row["interval"]
     # the headline figures as DVC metrics (`dvc metrics show`, `dvc exp show`)
     with atomic_write(PROJECT_ROOT / metrics_path(cfg)) as fh:
         json.dump(out, fh, indent=1, sort_keys=True)
     return {"report_dir": board["report_dir"], **out}
 
 
+def choose(plan: Plan, cfg: PipelineConfig) -> Selection:
+    """The model to register: of the trained policies a valid rollout plays, the best on valid; without any, the
+    last one trained (components.registry.selection)."""
+    candidates = plan.on_valid()
+    if not candidates:
+        final = plan.final()
+        assert final is not None  # build_plan refuses a register stage without one
+        return unselected(final[0].name, final[1], plan.test_reads())
+    scored = [Candidate(stage=p.stage.name, valid_rollout=p.valid, test_rollout=p.test,  # type: ignore[arg-type]
+                        valid=valid_figure(p.valid, stage_episodes(cfg, [p.valid])[0]))  # type: ignore[list-item]
+              for p in candidates]
+    return select(scored, plan.test_reads(), [p.stage.name for p in plan.policies() if p.valid is None])
+
+
 def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict) -> dict[str, Any]:
-    final = plan.final()
-    assert final is not None  # build_plan refuses a register stage without one
-    trained, rollout = final
+    selection = choose(plan, cfg)
+    trained = plan[selection.chosen]
     assert trained.method is not None
     versions = dvc_versions(PROJECT_ROOT)
     data = dataset_dir(cfg, trained.method, trained.name)
     versions[f"dataset.{trained.name}"] = read_manifest(data).content_hash
-    decision = register_flow(config=cfg, rollout=rollout, baseline=plan.baseline(),
+    decision = register_flow(config=cfg, rollout=selection.test_rollout, baseline=plan.baseline(),
                              model_dir=str(PROJECT_ROOT / merged_dir(cfg, trained.method, trained.name)),
-                             data_versions=versions)
+                             data_versions=versions, selection=selection)
     return {"alias": decision["alias"], "version": decision["version"], "promoted": decision["promoted"],
-            "model_uri": decision["model_uri"]}
+            "model_uri": decision["model_uri"], "chosen": selection.chosen, "chosen_on": selection.on or "none",
+            "test_reads": selection.test_reads}
 
 
 RUNNERS = {"suite": run_suite, "rollout": run_rollout, "train": run_train, "evaluate": run_evaluate,
@@ -199,6 +223,6 @@ def format_summary(summary: dict[str, Any]) -> str:
     for name, r in summary["stages"].items():
         figures = ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
                             if k in ("tasks", "cases", "episodes", "success", "train_loss", "global_step", "alias",
-                                     "version", "world_alias") or k.endswith((".success", ".accuracy")))
+                                     "version", "world_alias", "chosen", "chosen_on") or k.endswith((".success", ".accuracy")))
         lines.append(f"  {name:<16} {r['status']:<8} {r['wall_s']:>8.1f} s  {figures}")
     return "\n".join(lines)

@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from components.config import PipelineConfig, RegistryConfig, as_config
-from components.registry import register, rollout_evaluation
+from components.registry import Selection, register, rollout_evaluation
 from components.training.datasets import read_manifest, source_digest
 from components.training.stage import dataset_dir, merged_dir, stage_episodes
 from flows.runtime import PROJECT_ROOT
@@ -18,12 +18,16 @@ from flows.runtime import PROJECT_ROOT
 def register_flow(config: str | PipelineConfig, rollout: str, baseline: str | None = None, method: str | None = None,
                   model_uri: str | None = None, model_dir: str | None = None,
                   data_versions: dict[str, str] | None = None, registry: RegistryConfig | None = None,
-                  tasks: str | None = None) -> dict[str, Any]:
+                  tasks: str | None = None, selection: Selection | None = None) -> dict[str, Any]:
     """Register the model whose held-out episodes are rollout `rollout`; `baseline` names the rollout it must beat
     while there is no champion. `method` (sft, dpo, verifier) tags the stage's dataset hash and, without
     `model_uri` or `model_dir`, registers that stage's merged checkpoint. `tasks` is the task file the rollouts
-    played (default: the profile's suite): the evaluation records each task's content hash from it."""
+    played (default: the profile's suite): the evaluation records each task's content hash from it. `selection` is
+    how the pipeline chose this model (components.registry.selection); its test rollout must be `rollout`."""
     cfg = as_config(config)
+    if selection is not None and selection.test_rollout != rollout:
+        raise ValueError(f"register: the selection chose {selection.chosen}, whose test rollout is "
+                         f"{selection.test_rollout}, not {rollout}")
     settings = registry or cfg.registry
     tasks_file = Path(tasks) if tasks else PROJECT_ROOT / cfg.data.out_dir / "tasks.jsonl"
     episodes, dirs = stage_episodes(cfg, [rollout])
@@ -41,6 +45,8 @@ def register_flow(config: str | PipelineConfig, rollout: str, baseline: str | No
     versions |= data_versions or {}
     decision = register(settings, cfg.tracking, candidate, model_uri=model_uri,
                         model_dir=Path(model_dir) if model_dir else None, baseline=base, data_versions=versions,
-                        project_root=PROJECT_ROOT)
+                        project_root=PROJECT_ROOT, selection=selection)
+    if selection is not None:
+        print(selection.reason)
     print(f"{decision.name} v{decision.version} -> {decision.alias}: {decision.reason}")
     return decision.model_dump(mode="json")

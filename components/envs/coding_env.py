@@ -138,6 +138,7 @@ class CodingEnv:
             dataset=task.dataset,
             category=task.category,
             domain=task.domain.value,
+            split=task.split,
             system_prompt=SYSTEM_PROMPT,
             first_observation=first,
             env_config=self.config.model_dump(mode="json"),

@@ -1,6 +1,7 @@
 """The Episode record: one agent's attempt at one task, turn by turn. Every later stage reads this one shape.
 
-Rollouts write it, evaluation counts its outcomes, SFT/DPO/the verifier train on its turns. The training
+Rollouts write it, evaluation counts its outcomes, SFT/DPO/the verifier train on its turns (train-split episodes
+only: `split` records where the task came from, and a training stage refuses any other). The training
 fields (token ids, loss masks, log-probs) are optional on each turn so that environment-only runs stay small
 and trainers can fill them in without a second record type; `schema_version` moves when a field's meaning does.
 
@@ -115,6 +116,9 @@ class Episode(BaseModel):
     dataset: str | None = None
     category: str | None = None
     domain: str | None = None
+    # the task's split (train, valid, test): training stages take train episodes only. None on episodes written
+    # before it was recorded, and on DiagGym's (its environment does not set it: its cases hold their split)
+    split: str | None = None
     system_prompt: str | None = None  # the system message every policy was given (components.envs.prompt)
     first_observation: str  # the prompt the agent started from
     turns: list[Turn] = Field(default_factory=list)

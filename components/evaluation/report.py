@@ -3,6 +3,8 @@
 `compare` pairs two rollouts of the same tasks (same seeds) task by task, so the interval is that of the
 difference, not two overlapping intervals. `verifier_report` scores held-out episodes: accuracy, ROC AUC with
 a bootstrap over tasks, and best@k next to unbiased pass@k for k = 1, 2, 4, 8 where every task has k episodes.
+The AUC is reported twice: over every finished episode, and over those that submitted an answer only. A run that
+never submitted is an easy NO, so the first flatters the verifier; the second is how well it judges answers.
 """
 
 from __future__ import annotations
@@ -75,13 +77,14 @@ def verifier_report(episodes: Sequence[Episode], scores: Mapping[str, float], ks
     for e, sc, lab in zip(eps, s, labels, strict=True):
         by_task[e.task_id].append((sc, lab))
     tasks = list(by_task.values())
-    if 0 < sum(labels) < len(labels):
-        auc = bootstrap_interval(lambda ts: roc_auc([x for t in ts for x, _ in t], [y for t in ts for _, y in t]),
-                                 tasks, seed=seed)
-        out["auc"] = auc.as_dict()
-    else:
-        out["auc"] = None
-        out["auc_undefined"] = f"{sum(labels)} of {len(labels)} scored episodes are correct: AUC needs both classes"
+    out["auc"], why = _auc(eps, scores, seed, "scored episodes")
+    if why:
+        out["auc_undefined"] = why
+    submitted = [e for e in eps if e.submitted]
+    out["submitted"] = len(submitted)
+    out["auc_submitted"], why = _auc(submitted, scores, seed, "scored episodes that submitted")
+    if why:
+        out["auc_submitted_undefined"] = why
     out["pass@1"] = sum(sum(y for _, y in t) / len(t) for t in tasks) / len(tasks) if tasks else None
     out["at_k"] = {}
     for k in ks:
@@ -90,3 +93,18 @@ def verifier_report(episodes: Sequence[Episode], scores: Mapping[str, float], ks
         out["at_k"][str(k)] = {"pass@k": sum(pass_at_k(len(t), sum(y for _, y in t), k) for t in tasks) / len(tasks),
                                "best@k": best_at_k(tasks, k)}
     return out
+
+
+def _auc(episodes: Sequence[Episode], scores: Mapping[str, float], seed: int, what: str
+         ) -> tuple[dict[str, Any] | None, str | None]:
+    """ROC AUC of the scores over these episodes with a 95% bootstrap interval over their tasks (`n`: tasks), or
+    None and why it is undefined."""
+    labels = [e.outcome == Outcome.CORRECT for e in episodes]
+    if not 0 < sum(labels) < len(labels):
+        return None, f"{sum(labels)} of {len(labels)} {what} are correct: AUC needs both classes"
+    by_task: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for e, y in zip(episodes, labels, strict=True):
+        by_task[e.task_id].append((scores[e.episode_id], y))
+    auc = bootstrap_interval(lambda ts: roc_auc([x for t in ts for x, _ in t], [y for t in ts for _, y in t]),
+                             list(by_task.values()), seed=seed)
+    return auc.as_dict(), None

@@ -36,8 +36,8 @@ def _details(plan: Plan, stage: Stage, tasks: Counter[str] | None) -> dict[str, 
     if stage.kind == "suite":
         size = cfg.data.suites[cfg.data.suite]
         src = (f"import {cfg.data.import_from}" if cfg.data.source == "medagentgym"
-               else f"generate {cfg.data.suite} suite ({size.train_per_category} train + {size.test_per_category} "
-                    "test per category)")
+               else f"generate {cfg.data.suite} suite ({size.train_per_category} train + {size.test_per_category} test"
+                    + (f" + {size.valid_per_category} valid" if size.valid_per_category else "") + " per category)")
         return {"what": src, "out": str(cfg.data.out_dir)}
     if stage.kind == "rollout":
         c = cfg.collection(stage.name)
@@ -70,7 +70,11 @@ def _details(plan: Plan, stage: Stage, tasks: Counter[str] | None) -> dict[str, 
         return _diag_details(plan, stage)
     if stage.kind == "evaluate":
         scorer = " ranked by the verifier" if "verifier" in stage.needs else ""
-        return {"what": f"leaderboard of {', '.join(plan.evaluated())} against {plan.baseline()}{scorer}"}
+        valid = f"; {', '.join(plan.valid_rollouts())} on a board of their own" if plan.valid_rollouts() else ""
+        return {"what": f"leaderboard of {', '.join(plan.evaluated())} against {plan.baseline()}{scorer}{valid}"}
+    if plan.on_valid():
+        return {"what": f"register the best on valid of {', '.join(p.stage.name for p in plan.on_valid())} as "
+                        f"{cfg.registry.name}"}
     final = plan.final()
     return {"what": f"register {merged_dir(cfg, final[0].method, final[0].name)} as {cfg.registry.name}"  # type: ignore[arg-type,index]
             if final else "nothing to register"}

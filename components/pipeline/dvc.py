@@ -15,36 +15,60 @@ from typing import Any
 import yaml
 
 from components.pipeline.plan import Plan, Stage
-from components.pipeline.state import DIAG_SECTIONS
+from components.pipeline.state import DIAG_SECTIONS, stage_files
 from components.training.stage import dataset_dir, merged_dir
 
-# The code deps of each kind of DVC stage, kept as they were when both checked-in locks were written. They are not
-# the pipeline's stage keys, which hash the import closure of what each stage calls (state.ENTRIES): they name whole
-# folders where a stage runs a few files and miss files a stage does run (GRPO's reward in components/diag/metrics.py,
-# the rollouts' answer checkers). Rendering them from the closure changes every stage's deps, which re-keys dvc.lock
-# and pipelines/diag-demo/dvc.lock and needs full reruns of both pipelines: the next relock of both should derive
-# them from `state.stage_files` and drop this table. Registration writes no data, so it has no DVC stage here.
+# A stage's code deps are the files its pipeline stage key hashes (`state.stage_files`: the import closure of what it
+# runs, and what it reads), with every folder the closure holds whole written as the folder. The diag-demo lock was
+# written while these deps were a hand-kept table of whole folders; until that pipeline is rerun, its stages keep
+# only the closure's files that the table named (DIAG_LOCKED), a narrowing whose hashes the lock still records
+# (its `components/training` folder was current when the lock was rewritten per file). Drop the table when
+# pipelines/diag-demo/dvc.lock is next written by a full run.
 DIAG_ENV = tuple(f"components/diag/{m}.py" for m in ("catalogue", "actions", "env", "grading", "world", "results"))
-DVC_DEPS: dict[str, tuple[str, ...]] = {
-    "suite": ("components/tasks", "components/ehr", "components/sandbox", "components/common"),
-    "rollout": ("components/envs", "components/rollout", "components/policies", "components/sandbox",
-                "components/tasks/checkers.py", "components/tasks/scoring.py"),
-    "train": ("components/training", "components/policies/tokens.py", "infra/deepspeed"),
-    "evaluate": ("components/evaluation", "components/training/verifier.py"),
-    **{f"diag_{k}": v for k, v in {
-        "cohort": tuple(f"components/diag/{m}.py" for m in ("cohort", "catalogue", "disease_data", "exam_data",
-                                                            "profile", "record", "results", "validation")),
-        "world": ("components/diag/world.py", "components/diag/lm_world.py", "components/diag/fidelity.py",
-                  "components/training"),
-        "cold_start": (*DIAG_ENV, "components/rl/oracle.py", "components/rl/cold_start.py", "components/training",
-                       "components/policies/tokens.py"),
-        "grpo": (*DIAG_ENV, "components/rl/grpo.py", "components/rl/multiturn.py", "components/training",
-                 "components/policies/tokens.py"),
-        "evaluate": (*DIAG_ENV, "components/diag/evaluate.py", "components/diag/baselines.py",
-                     "components/diag/metrics.py", "components/diag/plots.py", "components/rl/multiturn.py",
-                     "components/rl/play.py", "components/evaluation/metrics.py"),
-    }.items()},
-}
+DIAG_LOCKED: dict[str, tuple[str, ...]] = {f"diag_{k}": v for k, v in {
+    "cohort": tuple(f"components/diag/{m}.py" for m in ("cohort", "catalogue", "disease_data", "exam_data",
+                                                        "profile", "record", "results", "validation")),
+    "world": ("components/diag/world.py", "components/diag/lm_world.py", "components/diag/fidelity.py",
+              "components/training"),
+    "cold_start": (*DIAG_ENV, "components/rl/oracle.py", "components/rl/cold_start.py", "components/training",
+                   "components/policies/tokens.py"),
+    "grpo": (*DIAG_ENV, "components/rl/grpo.py", "components/rl/multiturn.py", "components/training",
+             "components/policies/tokens.py"),
+    "evaluate": (*DIAG_ENV, "components/diag/evaluate.py", "components/diag/baselines.py",
+                 "components/diag/metrics.py", "components/diag/plots.py", "components/rl/multiturn.py",
+                 "components/rl/play.py", "components/evaluation/metrics.py"),
+}.items()}
+IGNORED = ("__pycache__",)  # .dvcignore's: DVC hashes a folder without them
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _hashed_files(folder: Path) -> set[Path]:
+    return {f for f in folder.rglob("*") if f.is_file() and f.suffix != ".pyc" and not set(IGNORED) & set(f.parts)}
+
+
+def _as_folders(root: Path, paths: tuple[str, ...]) -> list[str]:
+    """`paths` with each outermost folder (below `components/` itself) whose every file is among them written once."""
+    files = {p for p in paths if (root / p).is_file()}
+    folders = sorted({Path(p).parent.as_posix() for p in files} - {".", "components"}, key=lambda d: (d.count("/"), d))
+    whole: list[str] = []
+    for folder in folders:
+        if any(_inside(folder, w) for w in whole):
+            continue
+        if {f.relative_to(root).as_posix() for f in _hashed_files(root / folder)} <= files:
+            whole.append(folder)
+    return sorted([*whole, *(p for p in paths if not any(_inside(p, w) for w in whole))])
+
+
+def code_deps(root: Path, kind: str) -> list[str]:
+    """The code a DVC stage of `kind` depends on: its pipeline stage key's files, folders written whole."""
+    files = stage_files(root, kind)
+    if kind in DIAG_LOCKED:
+        return [f for f in files if any(_inside(f, p) for p in DIAG_LOCKED[kind])]
+    return _as_folders(root, files)
+
 
 HEADER = ("# Generated by `medgym pipeline dvc --profile {profile}` from the pipeline's plan: do not edit by hand.\n"
           "# `dvc repro` runs the pipeline stage by stage; `dvc exp run -S configs/{profile}.yaml:<key>=<value>` runs an\n"
@@ -117,7 +141,7 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path) -> dict[str, Any]:
     for stage in plan.stages:
         if not produced[stage.name]:
             continue  # registration writes no data: the pipeline runs it, DVC has nothing to version
-        code = [p for p in DVC_DEPS[stage.kind] if (root / p).exists()]
+        code = code_deps(root, stage.kind)
         upstream = [str(p) for n in stage.needs for p in produced.get(n, [])]
         body: dict[str, Any] = {"cmd": f".venv/bin/medgym pipeline run --profile {plan.cfg.profile} --only {stage.name}",
                                 "deps": [*code, *upstream]}

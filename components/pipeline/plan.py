@@ -2,11 +2,15 @@
 
 A stage is one of: `suite` (build or import the tasks), a rollout of the profile (`teacher`, `base`, `sft_test`,
 ...), a training stage (`sft`, `verifier`, `dpo`, and per self-improvement round `round<r>-sft`, `round<r>-dpo`),
-`evaluate` (the leaderboard of every held-out rollout) and `register` (the final model into the registry).
+`evaluate` (the leaderboard of every held-out rollout, the valid ones in a board of their own) and `register` (the
+chosen model into the registry).
 What a stage needs is read off the profile: a rollout needs the training stage whose merged model its policy
 plays, a training stage the rollouts of its `episodes`, the stage it starts from and, when it ranks by the
-verifier, the verifier. Self-improvement rounds become ordinary stages here, so everything downstream (keys,
-caching, tracking, the dry run) treats them like any other. A training stage reads only rollouts of the train
+verifier, the verifier. The model registered is chosen on the valid split where the profile plays its trained
+policies there (`Plan.on_valid`: the register stage reads those rollouts and every candidate's test rollout, and
+components.registry.selection picks), else it is the last policy trained (`Plan.final`). Self-improvement rounds
+become ordinary stages here, so everything downstream (keys, caching, tracking, the dry run) treats them like any
+other. A training stage reads only rollouts of the train
 split (`refuse_held_out_episodes`): a profile that would train on valid or test tasks has no plan.
 """
 
@@ -42,6 +46,15 @@ class Stage:
     outputs: tuple[Path, ...] = ()  # what a changed key clears before the stage reruns
 
 
+@dataclass(frozen=True)
+class Policy:
+    """A trained policy (a training stage other than the verifier) and the rollouts that play its merged model."""
+
+    stage: Stage
+    test: str | None  # the first test rollout that plays it
+    valid: str | None  # the first valid rollout that plays it
+
+
 @dataclass
 class Plan:
     """The expanded profile (rounds' rollouts added) and its stages in run order."""
@@ -67,11 +80,41 @@ class Plan:
         return self.cfg.model_copy(update={"training": training})
 
     def test_rollouts(self) -> list[str]:
-        return [s.name for s in self.stages if s.kind == "rollout" and self.cfg.rollouts[s.name].split == "test"]
+        return self._rollouts_of("test")
+
+    def valid_rollouts(self) -> list[str]:
+        return self._rollouts_of("valid")
+
+    def _rollouts_of(self, split: str) -> list[str]:
+        return [s.name for s in self.stages if s.kind == "rollout" and self.cfg.rollouts[s.name].split == split]
 
     def evaluated(self) -> list[str]:
-        """The rollouts the leaderboard ranks (the evaluate stage's needs, less the verifier that scores them)."""
-        return [n for n in self[EVALUATE].needs if n in self.cfg.rollouts]
+        """The test rollouts the leaderboard ranks (the evaluate stage's needs, less the valid rollouts, which have a
+        board of their own, and the verifier that scores them)."""
+        return [n for n in self[EVALUATE].needs if n in self.cfg.rollouts and self.cfg.rollouts[n].split != "valid"]
+
+    def policies(self) -> list[Policy]:
+        """Every trained policy in training order, with the test and valid rollouts that play it."""
+        def playing(model: str, names: list[str]) -> str | None:
+            return next((n for n in names if str(self.cfg.rollouts[n].policy.options.get("model", "")) == model), None)
+
+        tests, valids = self.test_rollouts(), self.valid_rollouts()
+        out = []
+        for stage in self.stages:
+            if stage.kind == "train" and stage.method != "verifier":
+                model = str(merged_dir(self.cfg, stage.method, stage.name))  # type: ignore[arg-type]
+                out.append(Policy(stage, playing(model, tests), playing(model, valids)))
+        return out
+
+    def on_valid(self) -> list[Policy]:
+        """The candidates for registration: the trained policies a valid rollout plays (empty: no choice on valid)."""
+        return [p for p in self.policies() if p.valid is not None]
+
+    def test_reads(self) -> int:
+        """How many of the profile's trained policies the leaderboard reads on test in a run: each is a look at the
+        test split, whichever of them is registered."""
+        evaluated = set(self.evaluated()) if EVALUATE in self.names else set()
+        return sum(p.test in evaluated for p in self.policies())
 
     def baseline(self) -> str | None:
         """The held-out rollout others are compared with: the profile's choice, else the first one whose policy
@@ -85,7 +128,8 @@ class Plan:
         return None
 
     def final(self) -> tuple[Stage, str] | None:
-        """The model to register, the last policy trained, and the held-out rollout that plays it."""
+        """The last policy trained and the test rollout that plays it: what is registered where no valid rollout
+        plays a trained policy (see `on_valid`)."""
         for stage in reversed(self.stages):
             if stage.kind == "train" and stage.method != "verifier":
                 model = str(merged_dir(self.cfg, stage.method, stage.name))  # type: ignore[arg-type]
@@ -199,17 +243,33 @@ def build_plan(cfg: PipelineConfig) -> Plan:
     if (explicit is None and tests) or EVALUATE in (explicit or ()):
         # the verifier, where one is trained, ranks each rollout's episodes (best@k) and is scored (AUC) there
         scorer = ("verifier",) if "verifier" in order else ()
-        plan.stages.append(Stage(EVALUATE, "evaluate", (*tests, *scorer),
+        plan.stages.append(Stage(EVALUATE, "evaluate", (*tests, *plan.valid_rollouts(), *scorer),
                                  outputs=(cfg.pipeline.reports_dir / cfg.profile / "leaderboard",)))
-    final = plan.final()
-    if (explicit is None and final is not None) or REGISTER in (explicit or ()):
-        if final is None:
+    needs = _register_needs(plan)
+    if (explicit is None and needs is not None) or REGISTER in (explicit or ()):
+        if needs is None:
             raise PlanError(f"profile {cfg.profile}: `register` needs a trained policy and a held-out rollout that "
                             "plays its merged model")
-        stage, rollout = final
-        plan.stages.append(Stage(REGISTER, "register", (EVALUATE, stage.name, rollout)))
+        plan.stages.append(Stage(REGISTER, "register", (EVALUATE, *needs)))
     _check_order(plan)
     return plan
+
+
+def _register_needs(plan: Plan) -> tuple[str, ...] | None:
+    """What the register stage reads besides the leaderboard: every candidate on valid, its valid and its test
+    rollout (which one is registered is known only once the valid rollouts are played); without candidates, the last
+    policy trained and its test rollout. None: nothing to register."""
+    candidates = plan.on_valid()
+    if not candidates:
+        final = plan.final()
+        return None if final is None else (final[0].name, final[1])
+    untested = [p for p in candidates if p.test is None]
+    if untested:
+        p = untested[0]
+        raise PlanError(f"{plan.cfg.source}: rollouts.{p.valid} plays {p.stage.name}'s model on valid, and no test "
+                        f"rollout plays it: a model chosen on valid is registered on its test figure (add a rollout "
+                        f"of {merged_dir(plan.cfg, p.stage.method, p.stage.name)} with split: test)")  # type: ignore[arg-type]
+    return tuple(dict.fromkeys(n for p in candidates for n in (p.stage.name, p.valid, p.test)))  # type: ignore[misc]
 
 
 def _order(cfg: PipelineConfig, candidates: dict[str, Stage]) -> list[str]:

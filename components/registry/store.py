@@ -34,6 +34,7 @@ from components.config import RegistryConfig, TrackingConfig
 from components.registry.content import tasks_digest
 from components.registry.decision import Comparison, Role, decide
 from components.registry.evaluation import DEFAULT_METRIC, Evaluation
+from components.registry.selection import Selection
 from components.tracking.tracker import mlflow_key
 
 TASK_SUCCESS_DIR = "evaluation"
@@ -61,6 +62,7 @@ class Decision(BaseModel):
     comparison: Comparison | None  # None when there was nothing to compare with
     reason: str
     task_success_uri: str
+    selection: Selection | None = None  # how a pipeline chose this model among its trained ones; None: not recorded
 
 
 def git_commit(root: Path) -> tuple[str, bool]:
@@ -195,6 +197,14 @@ def _tags(candidate: Evaluation, data_versions: Mapping[str, str], commit: str, 
     return {mlflow_key(k): v[:TAG_VALUE_MAX] for k, v in tags.items()}
 
 
+def _selection_tags(selection: Selection) -> dict[str, str]:
+    tags = {"medgym.selection.on": selection.on or "none", "medgym.selection.chosen": selection.chosen,
+            "medgym.selection.test_reads": str(selection.test_reads), "medgym.selection.reason": selection.reason}
+    if selection.candidates:
+        tags["medgym.selection.candidates"] = "; ".join(f"{c.stage}={c.valid.cell()}" for c in selection.candidates)
+    return {k: v[:TAG_VALUE_MAX] for k, v in tags.items()}
+
+
 def _log_json(run: Any, body: Any, name: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
@@ -206,13 +216,14 @@ def _log_json(run: Any, body: Any, name: str) -> str:
 def register(config: RegistryConfig, tracking: TrackingConfig, candidate: Evaluation, *,
              model_uri: str | None = None, model_dir: Path | None = None, baseline: Evaluation | None = None,
              data_versions: Mapping[str, str] | None = None, commit: str | None = None,
-             project_root: Path | None = None) -> Decision:
+             project_root: Path | None = None, selection: Selection | None = None) -> Decision:
     """Register one model (an MLflow model URI, or a checkpoint folder logged here) and promote it or not.
 
     `candidate` is its held-out evaluation, with its tasks' content hashes and its conditions (the next candidate
     is paired with it on them); `baseline` (e.g. the base model's on the same tasks) is what it must beat while no
     version is champion. `data_versions` become `medgym.data.<key>` tags (DVC or dataset digests); `commit`
-    defaults to the git HEAD of `project_root` (or of this checkout)."""
+    defaults to the git HEAD of `project_root` (or of this checkout). `selection` (components.registry.selection),
+    how a pipeline chose this model, goes into the tags, the description and decision.json."""
     from mlflow.tracking import MlflowClient
 
     import mlflow
@@ -246,21 +257,26 @@ def register(config: RegistryConfig, tracking: TrackingConfig, candidate: Evalua
         source = model_uri or run.log_model(Path(model_dir))  # type: ignore[arg-type]
 
         tags = _tags(candidate, data_versions or {}, commit, dirty, comparison, alias, reason, uris)
+        tags |= _selection_tags(selection) if selection is not None else {}
         version = mlflow.register_model(source, config.name, tags=tags)
-        client.update_model_version(config.name, version.version, description=reason)
+        description = reason if selection is None else f"{selection.reason}\n\n{reason}"
+        client.update_model_version(config.name, version.version, description=description)
         client.set_registered_model_alias(config.name, alias, version.version)
 
         decision = Decision(name=config.name, version=str(version.version),
                             model_uri=f"models:/{config.name}/{version.version}", source=source, run_id=run.run_id,
                             alias=alias, promoted=promoted,
                             previous_champion=str(champion.version) if champion is not None else None,
-                            comparison=comparison, reason=reason, task_success_uri=task_success_uri)
+                            comparison=comparison, reason=reason, task_success_uri=task_success_uri,
+                            selection=selection)
         run.set_tags({"medgym.stage": "register", "medgym.registry.model": config.name,
                       "medgym.registry.version": decision.version, "medgym.decision": alias})
         t = comparison.test if comparison else None
         run.log_metrics({"candidate_success": candidate.success,
                          **({"difference": t.difference, "difference_low": t.low, "difference_high": t.high,
                              "p_value": t.p_value, "alpha_spent": t.alpha, "look": t.look, "wins": t.wins,
-                             "losses": t.losses, "ties": t.ties} if t else {})})
+                             "losses": t.losses, "ties": t.ties} if t else {}),
+                         **({"test_reads": selection.test_reads} if selection is not None else {}),
+                         **{f"valid.{c.stage}": c.valid.value for c in (selection.candidates if selection else ())}})
         _log_json(run, decision.model_dump(mode="json"), "decision.json")
     return decision

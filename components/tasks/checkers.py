@@ -6,8 +6,9 @@ Each checker here parses the submission strictly, refuses what is ambiguous, and
 
 A number is a number with at most the unit asked for (`answer_forms`), inside the domain of its kind (a
 probability in [0, 1], a p-value compared in relative terms, a count non-negative); a SQL result is a multiset
-(or, where the query orders it, a list) of rows of typed cells; dates and gestational ages compare by value;
-codes ('0389') compare as text, and a timestamp in any of its ISO forms.
+(or, where the query orders it, a list) of rows of typed cells; dates and gestational ages compare by value; a
+timestamp matches any of its ISO forms. Codes are strings: the truth's JSON type decides how a list element or a
+table cell compares, so a code of the truth ('0389', '4019') is matched by that text alone and a number by value.
 `check_answer` reads the unit and kind from the task's prompt where its spec does not record them.
 
 Every checker returns a verdict for any JSON value: a submission over `answer_forms.check_size`'s caps, a number
@@ -142,8 +143,15 @@ def text_key(value: Any, case_sensitive: bool) -> str:
     return normalize_text(value, case_sensitive)
 
 
-def _canonical_element(value: Any, case_sensitive: bool) -> str:
-    """One comparable form for list/set elements of a truth that holds numbers: numbers by value ("10" == 10.0)."""
+def element_key(value: Any, case_sensitive: bool, texts: frozenset[str] = frozenset()) -> tuple[str, str]:
+    """How one list or set element compares, as the truth's JSON type decides. Codes are strings: an element whose
+    text is the text of one of the truth's strings (`texts`, as `text_key` writes them: '0389', '4019', a timestamp
+    in any of its ISO forms) is that text, so that neither '389' nor 389 is '0389' and '4019.000' is not '4019'.
+    Any other element that reads as a number is a number by value ("10" == 10.0), which only a number of the truth
+    equals."""
+    text = text_key(value, case_sensitive)
+    if text in texts:
+        return ("text", text)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         number: float | None = value
     elif isinstance(value, str) and PLAIN_NUMBER.fullmatch(value.strip()):
@@ -152,18 +160,16 @@ def _canonical_element(value: Any, case_sensitive: bool) -> str:
         number = None
     if number is not None:
         try:
-            return repr(round(finite(number), 6) + 0.0)
+            return ("num", repr(round(finite(number), 6) + 0.0))
         except Unparsable:  # past float range: left as text, which no number of the truth equals
             pass
-    return text_key(value, case_sensitive)
+    return ("text", text)
 
 
-def _element_key(truth: Any) -> Callable[[Any, bool], str]:
-    """Codes are strings: where every element of the truth is text ('0389', '4019', a timestamp), elements compare
-    as text, so that neither '389' nor 389 is '0389' and '4019.000' is not '4019'; otherwise numbers by value."""
-    if isinstance(truth, (list, tuple)) and all(isinstance(v, str) for v in truth):
-        return text_key
-    return _canonical_element
+def _element_keys(truth: list[Any], case_sensitive: bool) -> Callable[[Any], tuple[str, str]]:
+    """The key of every element, the truth's own included: its strings are what an element may equal as text."""
+    texts = frozenset(text_key(v, case_sensitive) for v in truth if isinstance(v, str))
+    return lambda value: element_key(value, case_sensitive, texts)
 
 
 def parse_collection(value: Any) -> list[Any]:
@@ -185,19 +191,22 @@ def parse_collection(value: Any) -> list[Any]:
 
 
 def _check_set(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
-    key = _element_key(truth)
-    want = {key(v, spec.case_sensitive) for v in parse_collection(truth)}
-    have = {key(v, spec.case_sensitive) for v in parse_collection(got)}
+    # the truth is read as a submission is: a JSON list written as a string holds the same codes as the list
+    items = parse_collection(truth)
+    key = _element_keys(items, spec.case_sensitive)
+    want = {key(v) for v in items}
+    have = {key(v) for v in parse_collection(got)}
     missing, extra = sorted(want - have), sorted(have - want)
     if not missing and not extra:
         return CheckResult(correct=True, reason=f"same {len(want)} element(s)")
-    return CheckResult(correct=False, reason=f"missing {missing[:5]}, unexpected {extra[:5]}")
+    return CheckResult(correct=False, reason=f"missing {[k[1] for k in missing[:5]]}, unexpected {[k[1] for k in extra[:5]]}")
 
 
 def _check_list(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
-    key = _element_key(truth)
-    want = [key(v, spec.case_sensitive) for v in parse_collection(truth)]
-    have = [key(v, spec.case_sensitive) for v in parse_collection(got)]
+    items = parse_collection(truth)
+    key = _element_keys(items, spec.case_sensitive)
+    want = [key(v) for v in items]
+    have = [key(v) for v in parse_collection(got)]
     if want == have:
         return CheckResult(correct=True, reason=f"same {len(want)} element(s) in order")
     if len(want) != len(have):
@@ -205,7 +214,7 @@ def _check_list(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
     if Counter(want) == Counter(have):
         return CheckResult(correct=False, reason="right elements in the wrong order")
     first = next(i for i, (a, b) in enumerate(zip(want, have, strict=True)) if a != b)
-    return CheckResult(correct=False, reason=f"element {first} differs: {have[first]!r} != {want[first]!r}")
+    return CheckResult(correct=False, reason=f"element {first} differs: {have[first][1]!r} != {want[first][1]!r}")
 
 
 def _check_form(form: str, truth: Any, got: Any) -> CheckResult:
@@ -231,23 +240,46 @@ def _check_string(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
 
 # ---------------------------------------------------------------- SQL results: rows of typed cells
 
-def cell_key(cell: Any, case_sensitive: bool) -> tuple[Any, ...]:
-    """One comparable form per cell: numbers by value, text exactly after trimming, NULL as itself.
+def _is_null(cell: Any) -> bool:
+    return cell is None or (isinstance(cell, str) and cell.strip() == "None")  # the release writes NULL as 'None'
 
-    'None' is NULL: the release writes SQL NULL as that string.
+
+def cell_text(cell: str | int | float, case_sensitive: bool) -> str:
+    """A cell as text: trimmed, a timestamp in one ISO form ('2100-02-25T15:47:00' is '2100-02-25 15:47:00')."""
+    text = cell.strip() if isinstance(cell, str) else str(cell)
+    text = datetime_form(text) or text
+    return text if case_sensitive else text.casefold()
+
+
+def cell_key(cell: Any, case_sensitive: bool, texts: frozenset[str] = frozenset()) -> tuple[Any, ...]:
+    """One comparable form per cell, as the truth's JSON type decides: NULL as itself, text exactly after trimming
+    (a timestamp in any of its ISO forms), numbers by value.
+
+    Codes are strings: a cell whose text is the text of one of the truth's string cells in its column (`texts`, as
+    `cell_text` writes them) is that text, so that neither '389' nor 389 is '0389' and '4019.000' is not '4019'. Any
+    other cell that reads as a number is a number, which only a number of the truth equals ('92' == 92).
     """
-    if cell is None or (isinstance(cell, str) and cell.strip() == "None"):
+    if _is_null(cell):
         return ("null",)
     if isinstance(cell, bool):
         return ("bool", cell)
+    if not isinstance(cell, (str, int, float)):
+        raise Unparsable(f"a cell must be a number, a string or null, got {type(cell).__name__}")
+    if (text := cell_text(cell, case_sensitive)) in texts:
+        return ("text", text)
     if isinstance(cell, str) and CANONICAL_NUMBER.fullmatch(cell.strip()):
         cell = float(cell)
     if isinstance(cell, (int, float)):
         x = finite(cell)
         return ("num", int(x) if x == int(x) else round(x, 6))
-    if isinstance(cell, str):
-        return ("text", cell.strip() if case_sensitive else cell.strip().casefold())
-    raise Unparsable(f"a cell must be a number, a string or null, got {type(cell).__name__}")
+    return ("text", text)
+
+
+def column_texts(rows: list[list[Any]], case_sensitive: bool) -> list[frozenset[str]]:
+    """Per column, the text of the truth's string cells: what a cell of that column may equal as text."""
+    width = max(len(r) for r in rows)
+    return [frozenset(cell_text(r[i], case_sensitive) for r in rows if i < len(r) and isinstance(r[i], str) and not _is_null(r[i]))
+            for i in range(width)]
 
 
 def truth_rows(truth: Any) -> list[list[Any]]:
@@ -278,8 +310,13 @@ def parse_rows(value: Any, width: int) -> list[list[Any]]:
 def _check_rows(spec: AnswerSpec, truth: Any, got: Any) -> CheckResult:
     want_rows = truth_rows(truth)
     width = len(want_rows[0])
-    want = [tuple(cell_key(c, spec.case_sensitive) for c in r) for r in want_rows]
-    have = [tuple(cell_key(c, spec.case_sensitive) for c in r) for r in parse_rows(got, width)]
+    texts = column_texts(want_rows, spec.case_sensitive)
+
+    def key(row: list[Any]) -> tuple[tuple[Any, ...], ...]:
+        return tuple(cell_key(c, spec.case_sensitive, texts[i]) for i, c in enumerate(row))
+
+    want = [key(r) for r in want_rows]
+    have = [key(r) for r in parse_rows(got, width)]
     if spec.type == AnswerType.ORDERED_ROWS:
         if want == have:
             return CheckResult(correct=True, reason=f"same {len(want)} row(s) in order")
@@ -336,6 +373,10 @@ def spec_asked(task: Task) -> AnswerSpec:
     return spec.model_copy(update=update) if update else spec
 
 
+_CALL_FAILURES = {"ArgumentsNotSent": "could not send its arguments to the submission",
+                  "UnreadableReply": "got a reply that is no result"}
+
+
 def check_code(spec: AnswerSpec, submitted: Any, sandbox: Sandbox, timeout_s: float = 30.0) -> CheckResult:
     """Run the submission under the judge (components/tasks/code_judge.py) and compare the plain values it reports.
 
@@ -354,6 +395,10 @@ def check_code(spec: AnswerSpec, submitted: Any, sandbox: Sandbox, timeout_s: fl
                                           timeout_s)
             if report.get("passed") is True:
                 return CheckResult(correct=True, reason="all tests passed")
+            if report.get("call") is not None:
+                why = _CALL_FAILURES.get(str(report.get("failed")), "failed")
+                cause = f" ({report['cause']})" if report.get("cause") else ""
+                return CheckResult(correct=False, reason=f"the tests' call of {report['call']} at line {report.get('line')} {why}{cause}")
             return CheckResult(correct=False, reason=f"a test failed ({report.get('failed')} at line {report.get('line')})")
         assert spec.expected_trace is not None and spec.target is not None
         runs = code_judge.trace(sandbox, spec.tests or "", spec.target, submitted, len(spec.expected_trace), timeout_s)

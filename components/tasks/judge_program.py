@@ -14,17 +14,21 @@ Two modes:
   with every seed it sets mixed with the variant, so that one task checks the function on several inputs.
 - `calls` (assert-style tests): the tests, with their expected values, are in the judge's own program, so the
   submission runs in a fresh interpreter (fork, then execve of the judge's source alone) that never held them: no
-  frame, object, cache or file of the judge reaches it. It serves calls over two pipes; the judge runs the tests
-  itself with proxies for the names the tests ask for and do not define (never a builtin: the tests' `all`,
-  `isinstance`, `len` stay the real ones). Results come back as plain values and are rebuilt into base types in
+  frame, object, cache or file of the judge reaches it, not even the tests' names. It serves calls over two pipes;
+  the judge runs the tests itself with proxies for the submission's functions the tests read from their global
+  scope (never a builtin: the tests' `all`, `isinstance`, `len` stay the real ones; a name the tests bind for
+  themselves rebinds over the proxy as they run). Each call's arguments travel pickled, so the submission works on
+  its own copy: a function that also changes its argument in place changes nothing the tests hold, and a later
+  call sees the input as the tests wrote it. Results come back as plain values and are rebuilt into base types in
   the judge, so an object that claims equality with everything arrives as its plain value and compares as that.
+  A call the judge cannot make or read back (arguments that do not pickle or unpickle, a forged reply) is the
+  verdict, naming the call, whatever the tests do with exceptions.
   The judge imports nothing from the working directory, and a submission that changes a file that was there before
   it ran (data the tests may read) fails.
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
 import ctypes
@@ -36,6 +40,7 @@ import pickle
 import select
 import stat
 import struct
+import symtable
 import sys
 import time
 import zlib
@@ -230,7 +235,7 @@ def serve_calls() -> None:
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     try:
         exec(compile(job.get("code", ""), "<submission>", "exec"), namespace)  # noqa: S102
-        names = [n for n in job.get("names", []) if callable(namespace.get(n))]
+        names = [n for n, v in list(namespace.items()) if isinstance(n, str) and callable(v)]
     except BaseException:  # noqa: BLE001
         names = []
     _send_frame(rep_fd, json.dumps({"names": names}).encode())
@@ -238,7 +243,12 @@ def serve_calls() -> None:
         req = _recv_frame(req_fd, time.monotonic() + 3600)
         if req is None:
             os._exit(0)
-        name, args, kwargs = pickle.loads(req)  # noqa: S301 - written by the judge
+        try:
+            # the tests' arguments may name a class this process cannot import: that call's verdict, not the end
+            name, args, kwargs = pickle.loads(req)  # noqa: S301 - written by the judge
+        except Exception as exc:  # noqa: BLE001
+            _send_frame(rep_fd, json.dumps({"unsent": type(exc).__name__}).encode())
+            continue
         try:
             reply = {"returns": plain(namespace[name](*args, **kwargs), _Budget(tuples=True))}
         except Exception as exc:  # noqa: BLE001
@@ -353,20 +363,19 @@ def _hashable(x: object) -> object:
 
 
 def asked_names(tests: str) -> list[str]:
-    """The names the tests use without defining them and that are not builtins: the functions asked for."""
-    loaded, bound = set(), set(dir(builtins))
-    for node in ast.walk(ast.parse(tests)):
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
-    return sorted(loaded - bound)
+    """The names the tests read from their global scope, in any of their scopes, that are not builtins.
+
+    A name bound in a function, a lambda or a comprehension of the tests is that scope's own and is not here; a
+    name the tests bind at their top level is (a proxy in its place until the tests' own binding runs, as the
+    submission's definition would be).
+    """
+    asked: set[str] = set()
+    tables = [symtable.symtable(tests, "<tests>", "exec")]
+    while tables:
+        table = tables.pop()
+        asked.update(s.get_name() for s in table.get_symbols() if s.is_referenced() and s.is_global())
+        tables.extend(table.get_children())
+    return sorted(asked - set(dir(builtins)))
 
 
 def _working_files() -> dict[str, tuple]:
@@ -397,6 +406,27 @@ def _changed(before: dict[str, tuple]) -> str | None:
             now = None
         if now != was:
             return path[2:]
+    return None
+
+
+class CallFailed(BaseException):  # noqa: N818 - not an Exception: the tests' `except Exception` cannot take it
+    """A call the judge could not make or read back; `verdict` says which, and where in the tests."""
+
+    def __init__(self, name: str, failed: str, cause: str) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename != "<tests>":
+            frame = frame.f_back
+        self.verdict = {"passed": False, "failed": failed, "line": frame.f_lineno if frame else 0, "call": name,
+                        "cause": cause[:80]}
+        super().__init__(failed)
+
+
+def _reply(raw: bytes) -> dict | None:
+    """The submission's process's answer to one call, None where it is not one (only a forged frame is not)."""
+    with contextlib.suppress(ValueError):
+        reply = json.loads(raw)
+        if isinstance(reply, dict) and len(reply.keys() & {"returns", "raises", "unsent"}) == 1:
+            return reply
     return None
 
 
@@ -434,25 +464,41 @@ def _run_calls(code: str, tests: str, server: str, deadline: float) -> dict:
     os.close(req_r)
     os.close(rep_w)
     try:
-        _send_frame(req_w, json.dumps({"code": code, "names": asked}).encode())
+        _send_frame(req_w, json.dumps({"code": code}).encode())
         hello = _recv_frame(rep_r, deadline)
         if hello is None:
             return {"passed": False, "failed": "SubmissionExited", "line": 0}
         try:
-            names = [n for n in json.loads(hello)["names"] if n in asked]
+            names = [n for n in json.loads(hello)["names"] if isinstance(n, str) and n in asked]
         except (ValueError, KeyError, TypeError):
             names = []
+        failures: list[CallFailed] = []  # kept: a verdict stands even where the tests catch what they should not
 
         class Refused(Exception):  # noqa: N818 - the name the tests see
             pass
 
         def proxy(name: str):  # noqa: ANN202
+            def failed(kind: str, cause: str) -> CallFailed:
+                failures.append(CallFailed(name, kind, cause))
+                return failures[-1]
+
             def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-                _send_frame(req_w, pickle.dumps((name, args, kwargs)))
+                try:
+                    request = pickle.dumps((name, args, kwargs))
+                except Exception as exc:  # noqa: BLE001 - a lambda, a generator, a class of the tests' own
+                    raise failed("ArgumentsNotSent", type(exc).__name__) from None
+                try:
+                    _send_frame(req_w, request)
+                except OSError:
+                    raise Refused(f"{name} did not answer") from None
                 raw = _recv_frame(rep_r, deadline)
                 if raw is None:
                     raise Refused(f"{name} did not answer")
-                reply = json.loads(raw)
+                reply = _reply(raw)
+                if reply is None:
+                    raise failed("UnreadableReply", "")
+                if "unsent" in reply:
+                    raise failed("ArgumentsNotSent", str(reply["unsent"]))
                 if "raises" in reply:
                     raise Refused(f"{name} raised {reply['raises']}")
                 return revive(reply["returns"])
@@ -463,6 +509,8 @@ def _run_calls(code: str, tests: str, server: str, deadline: float) -> dict:
         try:
             exec(compile(tests, "<tests>", "exec"), scope)  # noqa: S102 - the task's own tests, trusted
         except BaseException as exc:  # noqa: BLE001
+            if failures:
+                return failures[0].verdict
             tb = exc.__traceback__
             line = 0
             while tb is not None:
@@ -471,6 +519,8 @@ def _run_calls(code: str, tests: str, server: str, deadline: float) -> dict:
                 tb = tb.tb_next
             # the exception's type and the test's line only: a message could quote the expected value
             return {"passed": False, "failed": type(exc).__name__, "line": line}
+        if failures:
+            return failures[0].verdict
         changed = _changed(before)
         if changed is not None:  # the tests may have read the changed file: their verdict cannot stand
             return {"passed": False, "failed": "ChangedInputFile", "line": 0, "path": changed[:200]}

@@ -24,7 +24,8 @@ from components.tasks.confirm import Confirmation, confirm_all
 from components.tasks.generators import GenContext, Generator, all_generators
 from components.tasks.record import Task, load_tasks, save_tasks
 
-SPLITS = ("train", "test")
+# valid is generated last, so that its prompts are checked against every train and test prompt (`seen`)
+SPLITS = ("train", "test", "valid")
 
 
 class CategoryReport(BaseModel):
@@ -64,14 +65,18 @@ def parts_dir(out_dir: Path) -> Path:
 def generate_category(gen: Generator, out_dir: Path, sizes: SuiteSize, seed: int) -> tuple[list[Task], int]:
     """The category's tasks over all splits, and how many repeats were dropped.
 
-    Generators promise distinct prompts; this enforces it, since a repeated task inflates a suite and a test
-    task that repeats a train task leaks.
+    Generators promise distinct prompts; this enforces it, since a repeated task inflates a suite and a test or
+    valid task that repeats a train task leaks (a generator that partitions its prompts between train and test
+    only, such as biostat's power questions, may draw a valid prompt another split holds: it is dropped here).
     """
+    # shared resources (an EHR database's size) follow train + test alone: a valid split added to a size must leave
+    # the seed's train and test tasks (ids, prompts, answers, files) as they were
     total = sizes.train_per_category + sizes.test_per_category
     tasks: list[Task] = []
     seen: set[str] = set()
     repeats = 0
-    for split, n in zip(SPLITS, (sizes.train_per_category, sizes.test_per_category), strict=True):
+    counts = (sizes.train_per_category, sizes.test_per_category, sizes.valid_per_category)
+    for split, n in zip(SPLITS, counts, strict=True):
         if not n:
             continue
         ctx = GenContext(out_dir=out_dir, seed=seed, split=split, suite_per_category=total)

@@ -8,7 +8,9 @@ the model to MLflow.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.common.io import atomic_dir
+from components.common.io import RecordError, atomic_dir
 from components.config import PipelineConfig
 from components.envs.episode import Episode, Outcome
 from components.policies.models import PROJECT_ROOT
@@ -27,13 +29,19 @@ from components.training import data
 from components.training.config import DPOSettings, SFTSettings, VerifierSettings
 from components.training.models import is_adapter, load_tokenizer, merge_and_save
 from components.training.trainers import FINAL, Method, TrainJob, TrainResult, read_result
+from components.training.verifier import NO, YES, VerifierScorer, answer_ids, question_ids
 
 DEEPSPEED_DIR = PROJECT_ROOT / "infra" / "deepspeed"
 KINDS: dict[str, str] = {"sft": "sft", "dpo": "preference", "verifier": "verifier"}
+log = logging.getLogger(__name__)
 
 
 class RunConflictError(ValueError):
     """A run folder holds checkpoints of another dataset or starting model."""
+
+
+class HeldOutEpisodeError(RecordError):
+    """A training stage's rollout holds an episode of a valid or test task, or one that records no split."""
 
 
 @dataclass
@@ -75,7 +83,10 @@ def init_model(cfg: PipelineConfig, method: Method) -> str:
 
 
 # ---------------------------------------------------------------------- data
-def stage_episodes(cfg: PipelineConfig, names: list[str]) -> tuple[list[Episode], list[Path]]:
+def stage_episodes(cfg: PipelineConfig, names: list[str], trains: str | None = None
+                   ) -> tuple[list[Episode], list[Path]]:
+    """The episodes of the profile's rollouts `names`, and their folders. `trains` names the training stage that
+    reads them (`sft stage 'round1-sft'`): each episode must then be of a train task (evaluation reads any split)."""
     from components.rollout.store import load_episodes_dir
 
     episodes, dirs = [], []
@@ -84,9 +95,26 @@ def stage_episodes(cfg: PipelineConfig, names: list[str]) -> tuple[list[Episode]
         if not folder.is_dir():
             raise FileNotFoundError(f"no episodes of rollout {name!r} at {folder}: run `medgym rollout --collection "
                                     f"{name} --profile {cfg.profile}` first")
-        episodes += load_episodes_dir(folder).episodes
+        loaded = load_episodes_dir(folder).episodes
+        if trains is not None:
+            refuse_held_out(loaded, folder, name, f"the {trains} of profile {cfg.profile}")
+        episodes += loaded
         dirs.append(folder)
     return episodes, dirs
+
+
+def refuse_held_out(episodes: list[Episode], folder: Path, rollout: str, stage: str) -> None:
+    """Raise HeldOutEpisodeError unless every episode is of a train task. The profile's `split:` line says what a
+    rollout was meant to play; this reads what its episodes did play, so a folder collected on another split, or
+    with no split line, cannot put valid or test tasks into SFT, DPO or the verifier."""
+    held = [e for e in episodes if e.split != "train"]
+    if not held:
+        return
+    first, more = held[0], f" (and {len(held) - 1} more)" if len(held) > 1 else ""
+    problem = (f"is from the {first.split!r} split" if first.split is not None else
+               f"records no split: it predates split recording, so rollout {rollout!r} must be collected again")
+    raise HeldOutEpisodeError(folder, None, "split", f"{stage} trains on train episodes only, and episode "
+                                                     f"{first.episode_id!r} of task {first.task_id!r}{more} {problem}")
 
 
 def shortest_per_task(episodes: list[Episode], chat: ChatTokens, n: int) -> list[Episode]:
@@ -98,13 +126,16 @@ def shortest_per_task(episodes: list[Episode], chat: ChatTokens, n: int) -> list
 
 
 def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierSettings, episodes: list[Episode],
-                 chat: ChatTokens, scores: dict[str, float] | None = None) -> list[Any]:
+                 chat: ChatTokens, judged: Judged | None = None) -> list[Any]:
     if method == "sft":
         assert isinstance(settings, SFTSettings)
         if settings.min_verifier_score is not None:
-            # rejection sampling: a correct episode the verifier doubts is left out (scores cover correct ones)
-            assert scores is not None
-            episodes = [e for e in episodes if scores.get(e.episode_id, 0.0) >= settings.min_verifier_score]
+            # rejection sampling: a correct episode the verifier doubts is left out. One it trained on has no honest
+            # score (it was taught YES on that very input): it is kept on the checker's verdict alone rather than
+            # dropped on no evidence (its inflated score would have kept it anyway); Judged.stats counts them
+            assert judged is not None
+            episodes = [e for e in episodes if e.episode_id in judged.trained_on
+                        or judged.scores.get(e.episode_id, 0.0) >= settings.min_verifier_score]
         if settings.per_task:
             episodes = shortest_per_task(episodes, chat, settings.per_task)
         return data.sft_examples(episodes, chat, max_tokens=settings.schedule.max_length)
@@ -112,8 +143,9 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
         assert isinstance(settings, DPOSettings)
         pairs = data.within_episode_pairs(episodes, chat) + data.across_episode_pairs(
             episodes, chat, settings.schedule.seed, settings.pairs_per_task)
-        if scores is not None:
-            pairs += data.verifier_ranked_pairs(episodes, chat, scores)
+        if judged is not None:
+            # only scored episodes rank a pair, and an episode the verifier trained on is never scored
+            pairs += data.verifier_ranked_pairs(episodes, chat, judged.scores)
         pairs = [p for p in pairs if len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids))
                  <= settings.schedule.max_length]
         if not pairs:
@@ -124,11 +156,13 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
                 "and an incorrect episode")
         return pairs
     assert isinstance(settings, VerifierSettings)
-    return data.verifier_examples(episodes, chat, settings.max_tokens, settings.schedule.seed)
+    return data.verifier_examples(episodes, chat, verifier_budget(settings, chat), settings.schedule.seed)
 
 
 def build_dataset(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Any:
-    """Build, validate and write the stage's dataset; returns its manifest."""
+    """Build, validate and write the stage's dataset; returns its manifest. A stage that scores with the verifier
+    records `verifier_scoring` in the manifest's settings: the verifier's dataset, how many episodes it scored, and
+    how many it did not because it trained on them."""
     from components.training.datasets import source_ref, write_dataset
 
     settings = getattr(cfg.training, method)
@@ -136,19 +170,24 @@ def build_dataset(cfg: PipelineConfig, method: Method, stage: str | None = None)
         raise data.EmptyDatasetError(f"training.{method}.episodes names no rollout in profile {cfg.profile}")
     tokenizer = load_tokenizer(cfg.training.base_model)  # every stage shares it; merged checkpoints carry the same
     chat = ChatTokens(tokenizer)
-    episodes, dirs = stage_episodes(cfg, settings.episodes)
-    scores = None
-    if method == "dpo" and settings.verifier_pairs:
-        scores = verifier_scores(cfg, _mixed_tasks(episodes), "training.dpo.verifier_pairs")
-    if method == "sft" and settings.min_verifier_score is not None:
-        scores = verifier_scores(cfg, [e for e in episodes if e.outcome == Outcome.CORRECT],
-                                 "training.sft.min_verifier_score")
+    trains = f"{method} stage {stage or method!r}"
+    rollouts = {name: stage_episodes(cfg, [name], trains=trains) for name in settings.episodes}
+    dirs = [d for _, folders in rollouts.values() for d in folders]
+    judged, recorded = None, settings.model_dump(mode="json")
+    if (method == "dpo" and settings.verifier_pairs) or (method == "sft" and settings.min_verifier_score is not None):
+        judged = judge_episodes(cfg, method, {name: eps for name, (eps, _) in rollouts.items()}, chat)
+        episodes = judged.episodes
+        recorded["verifier_scoring"] = judged.stats()
+        log.info("%s stage of profile %s: the verifier scored %d episodes; %d it trained on were not scored",
+                 stage or method, cfg.profile, len(judged.scores), judged.unscored)
+    else:
+        episodes = [e for eps, _ in rollouts.values() for e in eps]
     try:
-        rows = dataset_rows(method, settings, episodes, chat, scores)
+        rows = dataset_rows(method, settings, episodes, chat, judged)
     except data.EmptyDatasetError as exc:
         raise data.EmptyDatasetError(f"{stage or method} stage of profile {cfg.profile}: {exc}") from None
     return write_dataset(dataset_dir(cfg, method, stage), KINDS[method], rows, sources=[source_ref(d) for d in dirs],
-                         tokenizer=cfg.training.base_model, settings=settings.model_dump(mode="json"))
+                         tokenizer=cfg.training.base_model, settings=recorded)
 
 
 def _mixed_tasks(episodes: list[Episode]) -> list[Episode]:
@@ -160,18 +199,101 @@ def _mixed_tasks(episodes: list[Episode]) -> list[Episode]:
     return [e for e in done if len(kinds[e.task_id]) == 2]
 
 
+# ---------------------------------------------------------------------- the verifier: its window, what it never saw
+def verifier_budget(settings: VerifierSettings, chat: ChatTokens) -> int:
+    """The most episode tokens the verifier reads, in training and in scoring alike: the trainer's window (the
+    smaller of max_tokens and schedule.max_length) less what follows the episode in a generative row, the
+    question and the longer answer, so that truncation never cuts the YES/NO the loss is on."""
+    window = min(settings.max_tokens, settings.schedule.max_length)
+    after = 0
+    if settings.kind == "generative":
+        after = len(question_ids(chat)) + max(len(answer_ids(chat, word)) for word in (YES, NO))
+    if window - after < 1:
+        raise ValueError(f"training.verifier: a window of {window} tokens (max_tokens {settings.max_tokens}, "
+                         f"schedule.max_length {settings.schedule.max_length}) leaves no room for an episode before "
+                         f"the question and answer ({after} tokens)")
+    return window - after
+
+
+def verifier_scorer(model_dir: Path, settings: VerifierSettings) -> VerifierScorer:
+    """A scorer of `model_dir` that reads what the verifier trained on: an episode's last `verifier_budget` tokens
+    (then, for the generative kind, the question, which the scorer appends within its max_tokens)."""
+    chat = ChatTokens(load_tokenizer(model_dir))
+    question = len(question_ids(chat)) if settings.kind == "generative" else 0
+    return VerifierScorer(model_dir, settings.kind, max_tokens=verifier_budget(settings, chat) + question)
+
+
+@dataclass
+class Judged:
+    """A stage's episodes as the verifier scores them. Ids name their rollout (`sft_train/<task>#0`): two rollouts
+    of the same tasks share episode ids, and scores are keyed by id. An episode whose token ids are one of the
+    verifier's training rows is in `trained_on` and never scored."""
+
+    episodes: list[Episode]
+    trained_on: set[str]  # episode ids
+    scores: dict[str, float]  # the episodes the stage needed scored, less those the verifier trained on
+    unscored: int  # those it trained on: left out of the ranking (DPO), kept unfiltered (SFT)
+    dataset: str  # content hash of the verifier dataset that says what it trained on
+
+    def stats(self) -> dict[str, Any]:
+        return {"verifier_dataset": self.dataset, "scored": len(self.scores), "trained_on": self.unscored}
+
+
+def judge_episodes(cfg: PipelineConfig, method: Method, rollouts: dict[str, list[Episode]], chat: ChatTokens
+                   ) -> Judged:
+    """Score with the verifier stage's model the episodes the stage needs scored, for DPO those of tasks with both
+    a correct and an incorrect episode (what a ranked pair needs), for SFT the correct ones, and of them only
+    those it never trained on."""
+    needed_by = "training.dpo.verifier_pairs" if method == "dpo" else "training.sft.min_verifier_score"
+    seen, dataset = verifier_trained_on(cfg, needed_by)
+    episodes = [e.model_copy(update={"episode_id": f"{name}/{e.episode_id}"})
+                for name, eps in rollouts.items() for e in eps]
+    trained = {e.episode_id for e in episodes if _ids_digest(episode_token_ids(e, chat).input_ids) in seen}
+
+    def needed(eps: list[Episode]) -> list[Episode]:
+        return _mixed_tasks(eps) if method == "dpo" else [e for e in eps if e.outcome == Outcome.CORRECT]
+
+    unscored = sum(e.episode_id in trained for e in needed(episodes))
+    scores = verifier_scores(cfg, needed([e for e in episodes if e.episode_id not in trained]), needed_by)
+    return Judged(episodes, trained, scores, unscored, dataset)
+
+
+def verifier_trained_on(cfg: PipelineConfig, needed_by: str) -> tuple[set[str], str]:
+    """Digests of the token ids of every row the verifier stage's model trained on, and that dataset's content
+    hash. Matched by content, not by episode id: ids repeat across rollouts of the same tasks."""
+    from components.training.datasets import read_dataset
+
+    model = merged_dir(cfg, "verifier")
+    marker = model / "medgym_stage.json"
+    if not marker.is_file():
+        raise FileNotFoundError(f"{needed_by} needs the verifier stage's model, and {model} holds none: run "
+                                "`medgym train verifier` first")
+    folder = dataset_dir(cfg, "verifier")
+    manifest, rows = read_dataset(folder)
+    trained = str(json.loads(marker.read_text()).get("dataset"))
+    if trained != manifest.content_hash:
+        raise RecordError(marker, None, "dataset", f"the verifier trained on dataset {trained[:12]}…, and {folder} "
+                          f"holds {manifest.content_hash[:12]}…: which episodes it trained on is unknown, so none can be "
+                          "scored as unseen; train it again (`medgym train verifier --fresh`)")
+    if manifest.tokenizer != cfg.training.base_model:
+        raise RecordError(folder / "manifest.json", None, "tokenizer", f"{manifest.tokenizer}, and this stage "
+                          f"tokenizes with {cfg.training.base_model}: its rows cannot be matched to episodes")
+    return {_ids_digest(r["input_ids"]) for r in rows}, manifest.content_hash
+
+
+def _ids_digest(ids: list[int]) -> str:
+    return hashlib.sha256(json.dumps(ids, separators=(",", ":")).encode()).hexdigest()
+
+
 def verifier_scores(cfg: PipelineConfig, episodes: list[Episode], needed_by: str = "verifier scores"
                     ) -> dict[str, float]:
-    from components.training.verifier import VerifierScorer
-
     path = merged_dir(cfg, "verifier")
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{needed_by} needs the verifier stage's model, and {path} holds "
                                 "none: run `medgym train verifier` first")
     if not episodes:
         return {}
-    scorer = VerifierScorer(path, cfg.training.verifier.kind, max_tokens=cfg.training.verifier.max_tokens)
-    return scorer.score(episodes)
+    return verifier_scorer(path, cfg.training.verifier).score(episodes)
 
 
 # ---------------------------------------------------------------------- launch

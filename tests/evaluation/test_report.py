@@ -41,3 +41,24 @@ def test_verifier_report_ranks_episodes_and_says_when_auc_is_undefined():
     assert rep["auc"]["value"] == roc_auc(list(flipped.values()), [e.outcome == C for e in eps]) == 0.0
     wrong_only = [e for e in eps if e.outcome == W]
     assert verifier_report(wrong_only, good)["auc"] is None
+
+
+def test_verifier_report_gives_the_auc_over_submitted_episodes_beside_the_all_episode_one():
+    # per task: a correct and a wrong submission the verifier cannot tell apart, and a run that never submitted,
+    # which it calls NO: over all episodes it looks good, over the answers it judged it is a coin
+    eps = [ep(f"t{i}", s, o) for i in range(10) for s, o in enumerate((C, W, Outcome.NO_ANSWER))]
+    scores = {e.episode_id: 0.0 if e.outcome == Outcome.NO_ANSWER else 0.6 for e in eps}
+    rep = verifier_report(eps, scores)
+    assert rep["episodes"] == 30 and rep["submitted"] == 20
+    assert rep["auc"]["value"] == roc_auc(list(scores.values()), [e.outcome == C for e in eps]) == 0.75
+    assert rep["auc_submitted"]["value"] == 0.5
+    for key in ("auc", "auc_submitted"):
+        assert rep[key]["n"] == 10  # tasks, the bootstrap's unit
+        assert rep[key]["low"] <= rep[key]["value"] <= rep[key]["high"]
+    assert rep["auc"]["low"] > rep["auc_submitted"]["high"]  # the flattery is not noise here
+
+    unsubmitted_only = [e for e in eps if e.outcome != W]  # correct answers against runs that never submitted
+    rep = verifier_report(unsubmitted_only, scores)
+    assert rep["auc"]["value"] == 1.0 and rep["auc_submitted"] is None
+    assert rep["auc_submitted_undefined"] == ("10 of 10 scored episodes that submitted are correct: AUC needs both "
+                                              "classes")

@@ -93,6 +93,9 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     # the final rollout and the base model's are played under equal conditions, so the two are paired and tested
     assert version.tags["medgym.decision.against"] == "baseline" and version.tags["medgym.decision.look"] == "1"
     assert version.tags["medgym.decision.test"] in ("exact sign test", "sign-flip permutation test"), version.description
+    # smoke plays no trained policy on valid: its last one is registered, and the version says no choice was made
+    assert (version.tags["medgym.selection.on"], version.tags["medgym.selection.chosen"]) == ("none", "round1-dpo")
+    assert version.tags["medgym.selection.test_reads"] == "2" and stages["register"]["chosen_on"] == "none"
     board = tmp_path / "reports" / "smoke" / "leaderboard"
     assert {"leaderboard.md", "leaderboard.json"} <= {p.name for p in board.iterdir()}
     assert any(p.suffix == ".png" for p in board.iterdir())

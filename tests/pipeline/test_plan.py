@@ -14,16 +14,17 @@ from tests.conftest import ROOT
 
 def test_the_demo_plan_chains_every_stage_in_dependency_order():
     plan = build_plan(load_config("demo"))
-    assert plan.names == ["suite", "teacher", "base", "sft", "sft_test", "sft_train", "verifier", "dpo", "dpo_test",
-                          "evaluate", "register"]
+    assert plan.names == ["suite", "teacher", "base", "sft", "sft_test", "sft_valid", "sft_train", "verifier", "dpo",
+                          "dpo_test", "dpo_valid", "evaluate", "register"]
     assert plan["sft"].needs == ("teacher",)
     assert plan["sft_test"].needs == ("suite", "sft")  # it plays the SFT model
     assert set(plan["dpo"].needs) == {"teacher", "sft_train", "sft", "verifier"}  # verifier-ranked pairs
-    assert plan["evaluate"].needs == ("base", "sft_test", "dpo_test", "verifier")
-    assert plan.evaluated() == ["base", "sft_test", "dpo_test"]
+    assert plan["evaluate"].needs == ("base", "sft_test", "dpo_test", "sft_valid", "dpo_valid", "verifier")
+    assert plan.evaluated() == ["base", "sft_test", "dpo_test"]  # the valid rollouts have a board of their own
     assert plan.baseline() == "base"
     assert plan.final()[0].name == "dpo" and plan.final()[1] == "dpo_test"
-    assert plan["register"].needs == ("evaluate", "dpo", "dpo_test")
+    # the model to register is chosen on valid: every candidate, its valid and its test rollout
+    assert plan["register"].needs == ("evaluate", "sft", "sft_valid", "sft_test", "dpo", "dpo_valid", "dpo_test")
 
 
 def test_self_improvement_rounds_become_stages_that_play_and_train_from_the_previous_round():

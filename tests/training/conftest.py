@@ -15,8 +15,8 @@ from components.envs.actions import RunCode, SubmitAnswer
 from components.envs.episode import Check, Episode, Outcome, PolicyInfo, Turn
 
 
-def text_episode(task: int, sample: int, correct: bool) -> Episode:
-    """A finished two-turn episode of task `task` whose outcome, reward, check and turns agree."""
+def text_episode(task: int, sample: int, correct: bool, split: str | None = "train") -> Episode:
+    """A finished two-turn episode of task `task` (of `split`) whose outcome, reward, check and turns agree."""
     answer = 20.0 + task + (0 if correct else 5)
     code = "w = 1.7\n" * (task % 3) + f"print({70 + task} / 1.7**2)"  # episodes of a few different lengths
     turns = [
@@ -26,7 +26,7 @@ def text_episode(task: int, sample: int, correct: bool) -> Episode:
     ]
     task_id = f"synthetic_medcalc/bmi/{task}"
     return Episode(episode_id=f"{task_id}#{sample}", task_id=task_id, sample_index=sample, dataset="synthetic_medcalc",
-                   domain="medcalc", system_prompt="You are a careful clinical data scientist.",
+                   domain="medcalc", split=split, system_prompt="You are a careful clinical data scientist.",
                    first_observation=f"Compute the BMI of a {70 + task} kg, 1.70 m patient.", turns=turns,
                    submitted=True, submitted_answer=answer, check=Check(correct=correct, grader_reason="hidden"),
                    reward=1.0 if correct else 0.0, outcome=Outcome.CORRECT if correct else Outcome.WRONG_ANSWER,
