@@ -3,6 +3,10 @@
 A rollout folder does not name the task file it played, so the caller passes it (a profile's suite). Hashing the
 file as it is now would attribute a rebuilt suite's tasks to episodes played on the old one; every played task's
 prompt must therefore appear in the first observation its episodes were shown, or the evaluation is refused.
+
+A decision reads what the leaderboard ranks: a rollout's greedy episodes (temperature 0, the headline's greedy
+pass@1) where it has any, else its sampled ones, so greedy is compared with greedy and sampled with sampled only
+(the conditions then say which: `k` and the temperatures of the episodes read).
 """
 
 from __future__ import annotations
@@ -14,6 +18,13 @@ from components.envs.episode import Episode
 from components.registry.conditions import rollout_conditions
 from components.registry.content import task_hashes
 from components.registry.evaluation import Evaluation
+
+
+def decided_on(episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes a decision reads: the greedy ones where the rollout played any (its first samples at temperature
+    0), else all of them, sampled."""
+    greedy = [e for e in episodes if e.policy is not None and e.policy.sampling.temperature == 0]
+    return greedy or list(episodes)
 
 
 def rollout_evaluation(episodes: Sequence[Episode], tasks_file: Path, *, reference: str | None = None,
@@ -32,6 +43,7 @@ def rollout_evaluation(episodes: Sequence[Episode], tasks_file: Path, *, referen
         if tasks[e.task_id].prompt.strip() not in e.first_observation:
             raise ValueError(f"{where}: episode {e.episode_id} was not shown the prompt of task {e.task_id} in "
                              f"{tasks_file}: the rollout played another version of that task file")
+    episodes = decided_on(episodes)
     success = task_success(episodes)
     return Evaluation(task_success=success, task_hashes=task_hashes([tasks[t] for t in success], Path(tasks_file).parent),
                       conditions=rollout_conditions(episodes, {t.task_id: t.split for t in tasks.values()}),

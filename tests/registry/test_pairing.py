@@ -94,8 +94,8 @@ def test_other_conditions_keep_a_challenger_and_name_what_differs_equal_ones_pai
     hotter = rollout_evaluation(played(0, 12, max_turns=4, temperature=0.7), tasks)
     two = register(cfg, tracking, hotter, model_uri=uri)
     assert two.alias == "challenger" and two.comparison is None
-    assert two.reason == ("conditions differ (candidate vs champion v1): max_turns 4 vs 6, temperature 0.7 vs 1.0: "
-                          "not comparable, so no promotion")
+    # the decision reads the greedy episodes: the sampled ones' temperature is no condition of it
+    assert two.reason == "conditions differ (candidate vs champion v1): max_turns 4 vs 6: not comparable, so no promotion"
 
     same = register(cfg, tracking, rollout_evaluation(played(0, 12), tasks), model_uri=uri)
     assert same.comparison is not None and same.comparison.test.n_tasks == TASKS
@@ -111,6 +111,24 @@ def test_other_conditions_keep_a_challenger_and_name_what_differs_equal_ones_pai
     assert old.comparison is None and old.reason.startswith(
         "champion v1's evaluation records no task content hashes and no conditions (a version registered before "
         "they were recorded has none): its tasks cannot be matched by content, so no promotion")
+
+
+def test_a_rollout_with_greedy_and_sampled_episodes_is_decided_on_its_greedy_ones(model_store, tmp_path):
+    """The demo's SFT rollout plays each task greedily and once sampled, its baseline greedily only: the decision
+    pairs greedy with greedy, as the leaderboard's headline does, instead of refusing on k and temperature."""
+    tracking, uri = model_store
+    tasks = suite(tmp_path / "s", seed=0)
+    candidate = rollout_evaluation(played(0, 9), tasks)
+    assert (candidate.conditions["k"], candidate.conditions["first_temperature"]) == (1, 0.0)
+    assert "temperature" not in candidate.conditions
+    greedy_base = rollout_evaluation([e for e in played(0, 1) if e.sample_index == 0], tasks)
+    d = register(RegistryConfig(name="greedy"), tracking, candidate, model_uri=uri, baseline=greedy_base)
+    assert d.comparison is not None and (d.comparison.test.wins, d.comparison.test.losses) == (8, 0)
+    # a rollout without greedy episodes is decided on its sampled ones, which no greedy evaluation pairs with
+    sampled = rollout_evaluation([e for e in played(0, 9) if e.sample_index == 1], tasks)
+    assert sampled.conditions["temperature"] == 1.0 and "first_temperature" not in sampled.conditions
+    d = register(RegistryConfig(name="greedy"), tracking, sampled, model_uri=uri)
+    assert d.comparison is None and "conditions differ" in d.reason
 
 
 def test_four_wins_and_no_loss_over_fifty_tasks_are_not_promoted_though_their_interval_excludes_zero(model_store):
