@@ -10,8 +10,8 @@ verifier, the verifier. The model registered is chosen on the valid split where 
 policies there (`Plan.on_valid`: the register stage reads those rollouts and every candidate's test rollout, and
 components.registry.selection picks), else it is the last policy trained (`Plan.final`). Self-improvement rounds
 become ordinary stages here, so everything downstream (keys, caching, tracking, the dry run) treats them like any
-other. A training stage reads only rollouts of the train
-split (`refuse_held_out_episodes`): a profile that would train on valid or test tasks has no plan.
+other. A training stage reads only rollouts of the train split (`refuse_held_out_episodes`): a profile that would
+train on valid or test tasks has no plan.
 """
 
 from __future__ import annotations
@@ -130,14 +130,8 @@ class Plan:
     def final(self) -> tuple[Stage, str] | None:
         """The last policy trained and the test rollout that plays it: what is registered where no valid rollout
         plays a trained policy (see `on_valid`)."""
-        for stage in reversed(self.stages):
-            if stage.kind == "train" and stage.method != "verifier":
-                model = str(merged_dir(self.cfg, stage.method, stage.name))  # type: ignore[arg-type]
-                for name in self.test_rollouts():
-                    if str(self.cfg.rollouts[name].policy.options.get("model", "")) == model:
-                        return stage, name
-                return None
-        return None
+        last = next(reversed(self.policies()), None)
+        return None if last is None or last.test is None else (last.stage, last.test)
 
 
 def _stage_name(method: Method, round_: int) -> str:

@@ -18,22 +18,36 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from components.common.io import RecordError, atomic_dir
-from components.config import PipelineConfig
 from components.envs.episode import Episode, Outcome
 from components.policies.models import PROJECT_ROOT
 from components.policies.tokens import ChatTokens, episode_token_ids
 from components.training import data
-from components.training.config import DPOSettings, SFTSettings, VerifierSettings
+from components.training.config import DPOSettings, SFTSettings, TrainingConfig, VerifierSettings
 from components.training.models import is_adapter, load_tokenizer, merge_and_save
 from components.training.trainers import FINAL, Method, TrainJob, TrainResult, read_result
 from components.training.verifier import NO, YES, VerifierScorer, answer_ids, question_ids
 
+if TYPE_CHECKING:
+    from components.tracking.training import TrackingConfig
+
 DEEPSPEED_DIR = PROJECT_ROOT / "infra" / "deepspeed"
 KINDS: dict[str, str] = {"sft": "sft", "dpo": "preference", "verifier": "verifier"}
 log = logging.getLogger(__name__)
+
+
+class TrainingProfile(Protocol):
+    """What a training stage reads of its profile, and nothing more: the profile's name (it names folders and runs),
+    its training section, where its rollouts are and where runs are tracked. The composition layer's PipelineConfig
+    is one; this engine never imports it."""
+
+    profile: str
+    training: TrainingConfig
+    tracking: TrackingConfig
+
+    def rollout_dir(self, name: str) -> Path: ...
 
 
 class RunConflictError(ValueError):
@@ -56,19 +70,19 @@ class StageOutput:
 # ---------------------------------------------------------------------- paths
 # A stage is named by its method (sft, dpo, verifier) unless it says otherwise: self-improvement rounds train
 # `round1-sft`, `round1-dpo`, ... with the same methods, each in its own folders and MLflow run.
-def dataset_dir(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Path:
+def dataset_dir(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Path:
     return cfg.training.data_dir / cfg.profile / (stage or method)
 
 
-def run_dir(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Path:
+def run_dir(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Path:
     return cfg.training.out_dir / cfg.profile / (stage or method)
 
 
-def merged_dir(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Path:
+def merged_dir(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Path:
     return run_dir(cfg, method, stage) / "merged"
 
 
-def init_model(cfg: PipelineConfig, method: Method) -> str:
+def init_model(cfg: TrainingProfile, method: Method) -> str:
     """The checkpoint a stage starts from: its `init` (base, another stage's merged output, or a folder)."""
     init = getattr(cfg.training, method).init
     if init == "base":
@@ -83,7 +97,7 @@ def init_model(cfg: PipelineConfig, method: Method) -> str:
 
 
 # ---------------------------------------------------------------------- data
-def stage_episodes(cfg: PipelineConfig, names: list[str], trains: str | None = None
+def stage_episodes(cfg: TrainingProfile, names: list[str], trains: str | None = None
                    ) -> tuple[list[Episode], list[Path]]:
     """The episodes of the profile's rollouts `names`, and their folders. `trains` names the training stage that
     reads them (`sft stage 'round1-sft'`): each episode must then be of a train task (evaluation reads any split)."""
@@ -159,7 +173,7 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
     return data.verifier_examples(episodes, chat, verifier_budget(settings, chat), settings.schedule.seed)
 
 
-def build_dataset(cfg: PipelineConfig, method: Method, stage: str | None = None) -> Any:
+def build_dataset(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Any:
     """Build, validate and write the stage's dataset; returns its manifest. A stage that scores with the verifier
     records `verifier_scoring` in the manifest's settings: the verifier's dataset, how many episodes it scored, and
     how many it did not because it trained on them."""
@@ -239,7 +253,7 @@ class Judged:
         return {"verifier_dataset": self.dataset, "scored": len(self.scores), "trained_on": self.unscored}
 
 
-def judge_episodes(cfg: PipelineConfig, method: Method, rollouts: dict[str, list[Episode]], chat: ChatTokens
+def judge_episodes(cfg: TrainingProfile, method: Method, rollouts: dict[str, list[Episode]], chat: ChatTokens
                    ) -> Judged:
     """Score with the verifier stage's model the episodes the stage needs scored, for DPO those of tasks with both
     a correct and an incorrect episode (what a ranked pair needs), for SFT the correct ones, and of them only
@@ -258,16 +272,15 @@ def judge_episodes(cfg: PipelineConfig, method: Method, rollouts: dict[str, list
     return Judged(episodes, trained, scores, unscored, dataset)
 
 
-def verifier_trained_on(cfg: PipelineConfig, needed_by: str) -> tuple[set[str], str]:
+def verifier_trained_on(cfg: TrainingProfile, needed_by: str) -> tuple[set[str], str]:
     """Digests of the token ids of every row the verifier stage's model trained on, and that dataset's content
     hash. Matched by content, not by episode id: ids repeat across rollouts of the same tasks."""
     from components.training.datasets import read_dataset
 
-    model = merged_dir(cfg, "verifier")
-    marker = model / "medgym_stage.json"
+    marker = verifier_model(cfg, needed_by) / "medgym_stage.json"
     if not marker.is_file():
-        raise FileNotFoundError(f"{needed_by} needs the verifier stage's model, and {model} holds none: run "
-                                "`medgym train verifier` first")
+        raise FileNotFoundError(f"{marker}: the verifier's model records no dataset, so which episodes it trained on "
+                                "is unknown and none can be scored as unseen: train it with `medgym train verifier`")
     folder = dataset_dir(cfg, "verifier")
     manifest, rows = read_dataset(folder)
     trained = str(json.loads(marker.read_text()).get("dataset"))
@@ -285,15 +298,21 @@ def _ids_digest(ids: list[int]) -> str:
     return hashlib.sha256(json.dumps(ids, separators=(",", ":")).encode()).hexdigest()
 
 
-def verifier_scores(cfg: PipelineConfig, episodes: list[Episode], needed_by: str = "verifier scores"
+def verifier_scores(cfg: TrainingProfile, episodes: list[Episode], needed_by: str = "verifier scores"
                     ) -> dict[str, float]:
-    path = merged_dir(cfg, "verifier")
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{needed_by} needs the verifier stage's model, and {path} holds "
-                                "none: run `medgym train verifier` first")
+    path = verifier_model(cfg, needed_by)
     if not episodes:
         return {}
     return verifier_scorer(path, cfg.training.verifier).score(episodes)
+
+
+def verifier_model(cfg: TrainingProfile, needed_by: str) -> Path:
+    """The verifier stage's merged model; a stage that needs it before it is trained stops and says so."""
+    path = merged_dir(cfg, "verifier")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{needed_by} needs the verifier stage's model, and {path} holds none: run "
+                                "`medgym train verifier` first")
+    return path
 
 
 # ---------------------------------------------------------------------- launch
@@ -342,7 +361,7 @@ def _free_port() -> int:
 
 
 # ---------------------------------------------------------------------- the stage
-def run_stage(cfg: PipelineConfig, method: Method, *, stage: str | None = None, log_model: bool = True,
+def run_stage(cfg: TrainingProfile, method: Method, *, stage: str | None = None, log_model: bool = True,
               fresh: bool = False, project_root: Path | None = None, on_event: Any = None) -> StageOutput:
     """Dataset → training → merged checkpoint, tracked as one MLflow run named `<profile>-<stage>`."""
     from components.tracking.training import flatten, training_run

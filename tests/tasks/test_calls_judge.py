@@ -12,22 +12,11 @@ from components.sandbox.factory import open_sandbox
 from components.tasks.checkers import check_code
 from components.tasks.record import AnswerSpec, AnswerType
 from tests.sandbox.conftest import require_backend
+from tests.tasks.conftest import BACKENDS
 
 
 def spec(tests: str) -> AnswerSpec:
     return AnswerSpec(type=AnswerType.CODE, tests=tests)
-
-
-# the judge starts a fresh interpreter inside the sandbox: both backends must let it, and hold it as they hold the rest
-BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def sandbox(request):
-    require_backend(request.param)
-    box = open_sandbox(request.param)
-    yield box
-    box.close()
 
 
 @pytest.fixture(params=BACKENDS)

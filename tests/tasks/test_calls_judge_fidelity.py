@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from components.sandbox.factory import open_sandbox
 from components.tasks.checkers import check_code
 from components.tasks.judge_program import asked_names
 from components.tasks.record import AnswerSpec, AnswerType
-from tests.sandbox.conftest import require_backend
 
-BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
 SQUARE = "def square(n):\n    return n * n\n"
 WRONG_SQUARE = "def square(n):\n    return n + n\n"
 
 
 def spec(tests: str) -> AnswerSpec:
     return AnswerSpec(type=AnswerType.CODE, tests=tests)
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def sandbox(request):
-    require_backend(request.param)
-    box = open_sandbox(request.param)
-    yield box
-    box.close()
 
 
 # ------------------------------------------------------------------------------------- the names the tests read

@@ -88,3 +88,26 @@ def test_verifier_stage_over_only_correct_episodes_says_both_classes_are_needed_
     target = stage.dataset_dir(cfg, "verifier")
     assert not target.exists()
     assert not target.parent.exists() or not list(target.parent.iterdir())  # no temporary folder left either
+
+
+def test_a_stage_reads_only_the_settings_its_protocol_names(tmp_path, tiny_model):
+    """The engine takes any TrainingProfile: the same dataset comes from the four settings alone as from the profile."""
+    from dataclasses import dataclass
+    from pathlib import Path
+
+    cfg = config(tmp_path, tiny_model, write_rollout(tmp_path / "rollout", text_episodes(3)))
+
+    @dataclass
+    class Settings:
+        profile: str
+        training: object
+        tracking: object
+        rollouts: dict
+
+        def rollout_dir(self, name: str) -> Path:
+            return self.rollouts[name]
+
+    alone = Settings("t", cfg.training.model_copy(update={"data_dir": tmp_path / "alone"}), cfg.tracking,
+                     {"teacher": tmp_path / "rollout"})
+    assert stage.build_dataset(alone, "sft").content_hash == stage.build_dataset(cfg, "sft").content_hash
+    assert stage.dataset_dir(alone, "sft") == tmp_path / "alone" / "t" / "sft"
