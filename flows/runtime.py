@@ -27,6 +27,8 @@ def configure_runtime() -> None:
         "DO_NOT_TRACK": "1",
         "GX_ANALYTICS_ENABLED": "false",
         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        # MLflow reads DO_NOT_TRACK as on only when it says "true"; "1", the convention, leaves its telemetry on
+        "MLFLOW_DISABLE_TELEMETRY": "true",
         "DVC_NO_ANALYTICS": "1",
         "RAY_USAGE_STATS_ENABLED": "0",
         "HF_HUB_OFFLINE": "1",
@@ -48,7 +50,6 @@ def prefect_api() -> Iterator[str]:
         yield configured
         return
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     timeout = int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", SERVER_STARTUP_TIMEOUT_S))
     sys.stderr.write(f"Starting Prefect's temporary server (state in {os.environ['PREFECT_HOME']}; "
@@ -58,10 +59,23 @@ def prefect_api() -> Iterator[str]:
     server.start(timeout=timeout)
     sys.stderr.write(f"Prefect server ready at {server.api_url} after {time.monotonic() - started:.1f} s\n")
     try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        with temporary_server_settings(server.api_url):
             yield server.api_url
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def temporary_server_settings(api_url: str) -> Iterator[None]:
+    """Prefect's settings while flows report to a temporary server of this command's own at `api_url`.
+
+    No flow run heartbeats unless the user set a frequency (environment, Prefect profile): they let a long-lived
+    server mark a run whose process died as crashed, but this server dies with the process, so they would tell it
+    nothing, and the end of every flow run waits up to a second for its heartbeat thread to wake."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url}, set_defaults={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def say(message: str) -> None:

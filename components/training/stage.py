@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 
 class TrainingProfile(Protocol):
     """What a training stage reads of its profile, and nothing more: the profile's name (it names folders and runs),
-    its training section, where its rollouts are and where runs are tracked. The composition layer's PipelineConfig
-    is one; this engine never imports it."""
+    its training section, where its rollouts are and where runs are tracked. The composition layer's profile is
+    one; this engine never imports it."""
 
     profile: str
     training: TrainingConfig

@@ -1,0 +1,57 @@
+"""What the orchestration around the stages costs, cut without dropping what users rely on: flows on the command's
+temporary Prefect server run without heartbeats unless the user asks for them, MLflow's telemetry is off in every
+command, and a run's tags are written in batches that all land (bench/pipeline.py measures the cost)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def test_flows_on_the_temporary_server_run_without_heartbeats_unless_the_user_sets_a_frequency(monkeypatch):
+    from prefect import flow
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
+
+    from flows.runtime import prefect_api, temporary_server_settings
+
+    @flow
+    def frequency() -> int | None:
+        return get_current_settings().flows.heartbeat_frequency  # what the flow engine starts its heartbeats from
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)  # this command's own server, not one configured outside
+    assert get_current_settings().flows.heartbeat_frequency is not None  # Prefect's default sends them
+    with prefect_api():
+        assert frequency() is None
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}), temporary_server_settings("http://x/api"):
+        assert get_current_settings().flows.heartbeat_frequency == 60
+
+
+def test_mlflow_sends_no_telemetry_from_a_command():
+    # a bare environment: MLflow turns its telemetry off by itself under pytest or CI, which would hide the setting
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(ROOT),
+           "PREFECT_HOME": os.environ["PREFECT_HOME"]}
+    code = ("import flows, mlflow\n"
+            "from mlflow.telemetry.client import get_telemetry_client\n"
+            "print(get_telemetry_client() is None)")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True"]
+
+
+def test_a_runs_tags_are_written_in_batches_and_all_land(tmp_path: Path):
+    from mlflow.tracking import MlflowClient
+
+    from components.config import TrackingConfig
+    from components.tracking.tracker import MlflowTracker
+
+    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'm.db'}", artifact_location=str(tmp_path / "a"),
+                              experiment="tags")
+    tags = {f"medgym.tag{i}": i for i in range(150)}  # more than the API takes in one batch; values not strings
+    with MlflowTracker(tracking).run("tags") as run:
+        run.set_tags(tags)
+    logged = MlflowClient(tracking_uri=tracking.mlflow_uri).get_run(run.run_id).data.tags
+    assert {k: logged.get(k) for k in tags} == {k: str(v) for k, v in tags.items()}
