@@ -2,8 +2,11 @@
 cohort, world, cold_start, grpo, evaluate, register. flows/pipeline.py chains them like the coding pipeline's
 stages (keys, caching, resume, the parent MLflow run); each returns its headline figures, flat.
 
-The agents train and play in the statistical world model fit on the cohort's train split (deterministic by seed);
-the LM world model is trained, carded beside it and registered (components/diag/pipeline_config.py).
+The agents train and play in one statistical world: the world stage fits it on the cohort's train split and saves
+it (`<models_dir>/world/statistical.json`, seeded by `world.seed`); cold_start, grpo, evaluate and register load
+that file and record its content hash. Choices are read off the valid split: evaluate plays every agent there, and
+plays the cold start and GRPO once more on the test split for the registration, which pairs them there. The LM
+world model is trained, carded beside it and registered (components/diag/pipeline_config.py).
 """
 
 from __future__ import annotations
@@ -18,28 +21,30 @@ from prefect import flow
 
 from components.common.io import atomic_write
 from components.config import PipelineConfig
-from components.diag.evaluate import build_report, run_agent, single_turn, write_evaluation
+from components.diag.evaluate import DiagReport, build_report, run_agent, single_turn, write_evaluation
 from components.diag.fidelity import evaluate_fidelity, load_card, write_card
 from components.diag.metrics import CaseOutcome, outcome_of
 from components.diag.pipeline_config import DiagSettings
 from components.diag.plots import write_plots
-from components.diag.record import Case, load_cases
+from components.diag.record import SPLITS, Case, load_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
 from components.envs.episode import Episode, load_episodes
 from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import diag_paths
 from components.pipeline.provenance import dvc_versions
 from components.registry import Evaluation, as_conditions, case_hashes, register
-from components.registry.content import tasks_digest
 from components.tracking.tracker import mlflow_key
 from components.tracking.training import MlflowStepLogger, flatten, training_run
 from flows.diag import build_cohort_stage, track_card, track_stage
 from flows.runtime import PROJECT_ROOT, say
 
 MERGED = "merged"
+WORLD_FILE = "statistical.json"  # in the world stage's folder: the one world every later stage loads
+TEST = "test"  # evaluate's folder for the test split's episodes and report
 # the comparisons the report makes, a - b, where both agents played
 COMPARISONS = (("grpo", "cold_start"), ("cold_start", "untrained"), ("grpo", "untrained"), ("greedy", "random"),
                ("grpo", "greedy"))
+REGISTERED = ("grpo", "cold_start")  # the candidate and its baseline: the agents played on test
 
 
 def _settings(cfg: PipelineConfig) -> DiagSettings:
@@ -48,13 +53,31 @@ def _settings(cfg: PipelineConfig) -> DiagSettings:
     return cfg.diag
 
 
-def _cases(cfg: PipelineConfig) -> tuple[Path, list[Case], list[Case]]:
+def _cases(cfg: PipelineConfig) -> tuple[Path, dict[str, list[Case]]]:
+    """cases.jsonl and its cases by split: train, valid and test, none empty."""
     path = PROJECT_ROOT / diag_paths(cfg)["cohort"] / "cases.jsonl"
-    train, test = load_cases(path, split="train"), load_cases(path, split="test")
-    if not train or not test:
-        raise ValueError(f"{path}: need train and test cases, found {len(train)} and {len(test)}; run the cohort "
-                         "stage first")
-    return path, train, test
+    if not path.is_file():
+        raise ValueError(f"{path}: no cases; run the cohort stage first")
+    splits: dict[str, list[Case]] = {s: [] for s in SPLITS}
+    for case in load_cases(path):
+        splits.setdefault(case.split, []).append(case)
+    empty = [s for s in SPLITS if not splits[s]]
+    if empty:
+        raise ValueError(f"{path}: no {' or '.join(empty)} cases; the pipeline needs train, valid and test "
+                         "(diag.cohort.test_fraction, valid_fraction)")
+    return path, splits
+
+
+def _world_path(cfg: PipelineConfig) -> Path:
+    return PROJECT_ROOT / diag_paths(cfg)["world"] / WORLD_FILE
+
+
+def _world(cfg: PipelineConfig) -> tuple[StatisticalWorldModel, str]:
+    """The world the world stage fitted and saved, and the content hash each stage records beside its figures."""
+    path = _world_path(cfg)
+    if not path.is_file():
+        raise ValueError(f"{path}: no fitted world model; run the world stage first")
+    return StatisticalWorldModel.load(path), _file_digest(path)
 
 
 def _shown(path: Path) -> str:
@@ -81,12 +104,16 @@ def world_flow(config: PipelineConfig) -> dict[str, Any]:
 
     d, paths = _settings(config), diag_paths(config)
     w = d.world
-    _, train, test = _cases(config)
+    _, splits = _cases(config)
+    train, test = splits["train"], splits["test"]
     card_cases = test[:w.lm.card_cases] if w.lm.enabled else test
-    models: list[Any] = [RecordedWorldModel(), StatisticalWorldModel.fit(train, seed=w.seed)]
     world_dir = PROJECT_ROOT / paths["world"]
     world_dir.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Any] = {}
+    statistical = StatisticalWorldModel.fit(train, seed=w.seed)
+    digest = _file_digest(statistical.save(_world_path(config)))
+    say(f"[world] statistical world fitted on {len(train)} train cases, saved: {digest[:16]}")
+    models: list[Any] = [RecordedWorldModel(), statistical]
+    out: dict[str, Any] = {"world": digest}
     if w.lm.enabled:
         with training_run(config.tracking, "diag-world-lm", PROJECT_ROOT) as run:
             run.set_tags({"medgym.stage": "diag.world", "medgym.profile": config.profile})
@@ -111,7 +138,7 @@ def world_flow(config: PipelineConfig) -> dict[str, Any]:
                 close()
     md, js = write_card(reports, PROJECT_ROOT / paths["card"])
     track_card(config, reports, {"cases": len(card_cases), "train_cases": len(train), "seed": w.seed,
-                                 "min_values": w.min_values, "lm": w.lm.enabled}, [md, js])
+                                 "min_values": w.min_values, "lm": w.lm.enabled, "world": digest}, [md, js])
     for report in reports:
         figures = report.metrics()
         out |= {f"{report.model}.{k}": round(figures[k], 4)
@@ -124,21 +151,22 @@ def cold_start_flow(config: PipelineConfig) -> dict[str, Any]:
     from components.rl.cold_start import cold_start
 
     d, paths = _settings(config), diag_paths(config)
-    _, train, _ = _cases(config)
-    cases = train[:d.cold_start.train_cases]
+    _, splits = _cases(config)
+    cases = splits["train"][:d.cold_start.train_cases]
+    world, digest = _world(config)
     with training_run(config.tracking, "diag-cold-start", PROJECT_ROOT) as run:
         run.set_tags({"medgym.stage": "diag.cold_start", "medgym.profile": config.profile})
         run.log_params(flatten(d.cold_start.model_dump(mode="json")) | {"base_model": d.base_model,
-                                                                         "cases": len(cases)})
-        done = cold_start(cases, StatisticalWorldModel.fit(train, seed=d.env.world_seed), d.base_model,
-                          PROJECT_ROOT / paths["cold_start"], d.cold_start.sft, d.env,
-                          callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
+                                                                         "cases": len(cases), "world": digest})
+        done = cold_start(cases, world, d.base_model, PROJECT_ROOT / paths["cold_start"], d.cold_start.sft, d.env,
+                          callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)],
+                          episodes_per_case=d.cold_start.episodes_per_case)
         r = done.result
         run.log_metrics({"oracle_episodes": done.episodes, "rows": done.correct, "global_step": r.global_step,
                          "train_tokens": r.tokens, "tokens_per_s": r.tokens_per_s,
                          **({"train_loss": r.train_loss} if r.train_loss is not None else {})})
     return {"episodes": done.episodes, "rows": done.correct, "train_loss": r.train_loss,
-            "global_step": r.global_step, "train_runtime_s": round(r.runtime_s, 1)}
+            "global_step": r.global_step, "train_runtime_s": round(r.runtime_s, 1), "world": digest}
 
 
 @flow(name="diag-grpo", log_prints=True)
@@ -146,14 +174,14 @@ def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
     from components.rl.grpo import load_grpo_episodes, train_grpo
 
     d, paths = _settings(config), diag_paths(config)
-    _, train, _ = _cases(config)
-    cases, s = train[:d.grpo.train_cases], d.grpo.settings
+    _, splits = _cases(config)
+    cases, s = splits["train"][:d.grpo.train_cases], d.grpo.settings
+    world, digest = _world(config)
     with training_run(config.tracking, "diag-grpo", PROJECT_ROOT) as run:
         run.set_tags({"medgym.stage": "diag.grpo", "medgym.profile": config.profile})
-        run.log_params(flatten(s.model_dump(mode="json")) | {"cases": len(cases)})
-        done = train_grpo(cases, StatisticalWorldModel.fit(train, seed=d.env.world_seed),
-                          str(PROJECT_ROOT / paths["cold_start"] / MERGED), PROJECT_ROOT / paths["grpo"], s, d.env,
-                          callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
+        run.log_params(flatten(s.model_dump(mode="json")) | {"cases": len(cases), "world": digest})
+        done = train_grpo(cases, world, str(PROJECT_ROOT / paths["cold_start"] / MERGED), PROJECT_ROOT / paths["grpo"],
+                          s, d.env, callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
         episodes = load_grpo_episodes(done.out_dir)
         agent_tokens = sum(e.completion_tokens or 0 for e in episodes)
         rewards = [h["reward"] for h in done.log_history if "reward" in h]
@@ -163,18 +191,19 @@ def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
             k = max(1, len(rewards) // 4)  # the first and last quarter of the run
             figures |= {"reward_first": sum(rewards[:k]) / k, "reward_last": sum(rewards[-k:]) / k}
         run.log_metrics(figures)
-    return figures
+    return {**figures, "world": digest}
 
 
-def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldModel) -> dict[str, list[Episode]]:
+def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldModel,
+                 names: tuple[str, ...] = ("untrained", "cold_start", "grpo")) -> dict[str, list[Episode]]:
     from components.rl.multiturn import TurnSampling
     from components.rl.play import play_model
 
     d, paths = _settings(cfg), diag_paths(cfg)
     e = d.evaluate
-    models = ([("untrained", d.base_model)] if e.untrained else []) + [
-        ("cold_start", str(PROJECT_ROOT / paths["cold_start"] / MERGED)),
-        ("grpo", str(PROJECT_ROOT / paths["grpo"] / MERGED))]
+    checkpoints = {"untrained": d.base_model, "cold_start": str(PROJECT_ROOT / paths["cold_start"] / MERGED),
+                   "grpo": str(PROJECT_ROOT / paths["grpo"] / MERGED)}
+    models = [(n, checkpoints[n]) for n in names if n != "untrained" or e.untrained]
     sampling = TurnSampling(temperature=e.temperature, max_new_tokens=e.max_new_tokens,
                             max_context=d.grpo.settings.max_context)
     return {name: play_model(model, held, world, d.env, sampling, samples=e.samples, batch=e.batch, seed=e.seed,
@@ -182,42 +211,57 @@ def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldM
             for name, model in models}
 
 
+def _headline(report: DiagReport) -> dict[str, float]:
+    """A report's figures for DVC and the stage's result, under its split: each agent's accuracy, exam F1 and
+    turns, each paired difference's accuracy and exam F1 with its interval."""
+    out: dict[str, float] = {}
+    for c in report.comparisons:
+        for m in ("accuracy", "f1_mean"):
+            i = c.differences[m]
+            out |= {f"{c.a}-{c.b}.{m}": i.value, f"{c.a}-{c.b}.{m}_low": i.low, f"{c.a}-{c.b}.{m}_high": i.high}
+    for a in report.agents:
+        out |= {f"{a.agent}.{m}": a.metrics[m].value for m in ("accuracy", "f1_mean", "avg_turns")}
+    return {f"{report.split}.{k}": v for k, v in out.items()}
+
+
 @flow(name="diag-evaluate", log_prints=True)
 def evaluate_flow(config: PipelineConfig) -> dict[str, Any]:
-    """Baselines, the untrained model, the cold start and GRPO end to end on the same held-out cases and draws;
-    single turn for the baselines; report.md / report.json, PNGs and episodes under reports/<profile>/evaluation."""
+    """On the valid cases, the figures every choice is read off: baselines, the untrained model, the cold start and
+    GRPO end to end on the same cases and draws, single turn for the baselines; report.md / report.json, PNGs and
+    episodes under reports/<profile>/evaluation. Then the cold start and GRPO on the test cases, the registration's
+    figures, under evaluation/test."""
     from components.diag.baselines import make_baselines
 
     d, paths = _settings(config), diag_paths(config)
     e = d.evaluate
-    cases_path, train, test = _cases(config)
-    held = test[:e.cases]
-    world = StatisticalWorldModel.fit(train, seed=e.seed)
-    baselines = make_baselines(e.baselines, train, world, seed=e.seed)
-    episodes = {a.name: run_agent(a, held, world, d.env, e.samples) for a in baselines}
-    episodes |= _play_models(config, held, world)
-    singles = [single_turn(a, held[:e.single_turn_cases], config=d.env, seed=e.seed) for a in baselines] \
+    cases_path, splits = _cases(config)
+    valid, test = splits["valid"][:e.cases], splits["test"][:e.cases]
+    world, digest = _world(config)
+    baselines = make_baselines(e.baselines, splits["train"], world, seed=e.seed)
+    episodes = {a.name: run_agent(a, valid, world, d.env, e.samples) for a in baselines}
+    episodes |= _play_models(config, valid, world)
+    singles = [single_turn(a, valid[:e.single_turn_cases], config=d.env, seed=e.seed) for a in baselines] \
         if e.single_turn_cases else []
-    report = build_report(episodes, len(held), world, d.env, samples=e.samples, singles=singles, seed=e.seed,
+    report = build_report(episodes, len(valid), world, d.env, samples=e.samples, singles=singles, seed=e.seed,
                           comparisons=[(a, b) for a, b in COMPARISONS if a in episodes and b in episodes],
-                          cases_file=_shown(cases_path), split="test")
+                          cases_file=_shown(cases_path), split="valid")
     out = PROJECT_ROOT / paths["evaluate"]
     files = write_evaluation(report, episodes, out)
     figures = write_plots(report, out)
-    metrics = {mlflow_key(k): v for k, v in report.metrics().items()}
-    track_stage(config, "diag-evaluate", "diag.evaluate", {"cases": len(held), "samples": e.samples,
-                                                      "temperature": e.temperature, "agents": ",".join(episodes)},
-           metrics, [*files[:2], *figures])
-    headline: dict[str, Any] = {}
-    for c in report.comparisons:
-        for m in ("accuracy", "f1_mean"):
-            i = c.differences[m]
-            headline |= {f"{c.a}-{c.b}.{m}": i.value, f"{c.a}-{c.b}.{m}_low": i.low, f"{c.a}-{c.b}.{m}_high": i.high}
-    for a in report.agents:
-        headline |= {f"{a.agent}.{m}": a.metrics[m].value for m in ("accuracy", "f1_mean", "avg_turns")}
+    tested = _play_models(config, test, world, REGISTERED)
+    test_report = build_report(tested, len(test), world, d.env, samples=e.samples, seed=e.seed,
+                               comparisons=[REGISTERED], cases_file=_shown(cases_path), split="test")
+    test_files = write_evaluation(test_report, tested, out / TEST)
+    metrics = {mlflow_key(k): v for r in (report, test_report) for k, v in r.metrics().items()}
+    track_stage(config, "diag-evaluate", "diag.evaluate", {"cases": len(valid), "test_cases": len(test),
+                                                      "samples": e.samples, "temperature": e.temperature,
+                                                      "agents": ",".join(episodes), "world": digest},
+           metrics, [*files[:2], *figures, *test_files[:2]])
+    headline = _headline(report) | _headline(test_report)
     with atomic_write(PROJECT_ROOT / metrics_path(config)) as fh:  # DVC metrics
         json.dump(headline, fh, indent=1, sort_keys=True)
-    return {"cases": len(held), "report": _shown(files[1]), **headline}
+    return {"cases": len(valid), "test_cases": len(test), "report": _shown(files[1]),
+            "test_report": _shown(test_files[1]), "world": digest, **headline}
 
 
 # what a registration can pair two diagnostic agents on, per episode; a case scores the mean over its episodes
@@ -242,34 +286,36 @@ def _evaluation(scores: dict[str, float], hashes: dict[str, str], conditions: di
                       metric=metric, reference=reference, scores=summary or {})
 
 
-def _played_under(d: DiagSettings, world_fit: str) -> dict[str, Any]:
-    """What a diagnostic agent's held-out scores depend on besides the agent: the environment's settings, the world
-    (the statistical model's fit and the evaluation's seed, which also seeds the draws), samples per case and the
+def _played_under(d: DiagSettings, world: str) -> dict[str, Any]:
+    """What a diagnostic agent's test scores depend on besides the agent: the environment's settings, the world (the
+    saved statistical world's content hash: its fit and its seed, which seeds the draws), samples per case and the
     models' sampling."""
     e = d.evaluate
     return {**as_conditions(d.env.model_dump(mode="json")), "samples": e.samples, "temperature": e.temperature,
             "max_new_tokens": e.max_new_tokens, "max_context": d.grpo.settings.max_context, "seed": e.seed,
-            "split": "test", "world_fit": world_fit}
+            "split": "test", "world": world}
 
 
 @flow(name="diag-register", log_prints=True)
 def register_flow(config: PipelineConfig) -> dict[str, Any]:
-    """The GRPO agent as `agent_registry` (champion only when the paired test on `register_on` per case, diagnosis
-    accuracy or exam F1, supports it against the cold start or the champion), and the LM world model as
-    `world_registry` (against the statistical model, on each held-out case's share of results that do not
-    contradict its diagnosis). Each evaluation records its cases' content hashes and the conditions it was
-    played under, so that only the same cases under the same settings are ever paired."""
+    """The GRPO agent as `agent_registry` (champion only when the paired test on `register_on` per test case,
+    diagnosis accuracy or exam F1, supports it against the cold start or the champion), and the LM world model as
+    `world_registry` (against the statistical model, on each test case's share of results that do not contradict
+    its diagnosis). Each evaluation records its cases' content hashes and the conditions it was played under, so
+    that only the same cases under the same settings are ever paired. Only test figures are read here: the
+    evaluate stage played the cold start and GRPO on the test cases for this alone."""
     d, paths = _settings(config), diag_paths(config)
-    cases_path, train, test = _cases(config)
+    cases_path, splits = _cases(config)
     versions = dvc_versions(PROJECT_ROOT, dvc_file(config).with_name("dvc.lock"))
     versions["cases"] = _file_digest(cases_path)
-    hashes, train_hashes = case_hashes(test), case_hashes(train)
-    world_fit = f"statistical on {len(train)} train cases {tasks_digest(train_hashes, train_hashes)[:16]}"
-    played = PROJECT_ROOT / paths["evaluate"] / "episodes"
+    hashes = case_hashes(splits["test"])
+    _, world_digest = _world(config)
+    tested = PROJECT_ROOT / paths["evaluate"] / TEST
+    played = tested / "episodes"
     grpo, cold = load_episodes(played / "grpo.jsonl"), load_episodes(played / "cold_start.jsonl")
-    report = json.loads((PROJECT_ROOT / paths["evaluate"] / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((tested / "report.json").read_text(encoding="utf-8"))
     summary = next(a for a in report["agents"] if a["agent"] == "grpo")
-    conditions = _played_under(d, world_fit)
+    conditions = _played_under(d, world_digest)
     candidate = _evaluation(case_scores(grpo, d.register_on), hashes, conditions, d.register_on,
                             str(played / "grpo.jsonl"),
                             {m: summary["metrics"][m]["value"] for m in ("accuracy", "f1_mean", "avg_turns")})
@@ -279,14 +325,15 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
                                           str(played / "cold_start.jsonl")),
                      data_versions=versions, project_root=PROJECT_ROOT)
     say(f"[register] {agent.name} v{agent.version} -> {agent.alias}: {agent.reason}")
-    out: dict[str, Any] = {"alias": agent.alias, "version": agent.version, "promoted": agent.promoted}
+    out: dict[str, Any] = {"alias": agent.alias, "version": agent.version, "promoted": agent.promoted,
+                           "world": world_digest}
     card = {r.model: r for r in load_card(PROJECT_ROOT / paths["card"] / "card.json")}
     lm_dir = PROJECT_ROOT / paths["world"] / MERGED
     if "lm" in card and lm_dir.is_dir() and card["lm"].case_consistency:
         lm, stat, w = card["lm"], card["statistical"], d.world
         # the card simulates each held-out case's exams once per world model, seeded by world.seed
         carded = {"seed": w.seed, "min_values": w.min_values, "max_new_tokens": w.lm.max_new_tokens,
-                  "condition_on_diagnosis": w.lm.condition_on_diagnosis, "split": "test", "world_fit": world_fit}
+                  "condition_on_diagnosis": w.lm.condition_on_diagnosis, "split": "test", "world": world_digest}
         card_path = str(paths["card"] / "card.json")
         world = register(config.registry.model_copy(update={"name": d.world_registry}), config.tracking,
                          _evaluation(lm.case_consistency, hashes, carded, "consistency", card_path,

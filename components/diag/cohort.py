@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from components.common.io import atomic_write
 from components.diag.catalogue import Analyte, Catalogue, Disease, Exam, ExamKind, default_catalogue
@@ -57,10 +57,18 @@ class CohortConfig(BaseModel):
     patients: int = Field(default=200, ge=1)
     seed: int = 0
     test_fraction: float = Field(default=0.2, ge=0, le=1)
+    valid_fraction: float = Field(default=0.0, ge=0, le=1, description="patients in the valid split, taken from "
+                                  "train (the diag pipeline needs one)")
     readmission_rate: float = Field(default=0.15, ge=0, le=1, description="patients with a second admission")
     workup_probability: float = Field(default=0.6, ge=0, le=1, description="each workup exam's chance to be recorded")
     routine_probability: float = Field(default=0.12, ge=0, le=1, description="each routine extra's chance")
     repeat_probability: float = Field(default=0.7, ge=0, le=1, description="a day-two repeat of an ordered CBC/BMP")
+
+    @model_validator(mode="after")
+    def _splits_fit(self) -> CohortConfig:
+        if self.test_fraction + self.valid_fraction > 1:
+            raise ValueError(f"test_fraction {self.test_fraction} + valid_fraction {self.valid_fraction} exceed 1")
+        return self
 
 
 class CohortReport(BaseModel):
@@ -134,7 +142,7 @@ def check_recipes(cat: Catalogue) -> None:
 def _patient(cat: Catalogue, config: CohortConfig, index: int, first: Disease, diseases: list[Disease]) -> list[Case]:
     rng = random.Random(f"diag-cohort:{config.seed}:patient:{index}")
     patient_id = f"P{index:05d}"
-    split = assign_split(patient_id, config.seed, config.test_fraction)
+    split = assign_split(patient_id, config.seed, config.test_fraction, config.valid_fraction)
     age = int(min(max(round(rng.gauss(*first.age)), 18), 95))
     sex = "M" if rng.random() < first.male else "F"
     start = datetime(2110 + rng.randint(0, 8), 1, 1) + timedelta(days=rng.randint(0, 364), minutes=rng.randint(0, 1439))

@@ -232,7 +232,7 @@ class DiagEnv:
         scores = exam_scores(ordered, key)
         correct = bool(ep.check and ep.check.correct)
         well_formed = bool(ep.submitted and ep.turns and ep.turns[-1].metadata.get("well_formed"))
-        parts = reward(self.config.reward, correct, scores.f1, len(ep.turns), well_formed)
+        parts = reward(self.config.reward, correct, scores.f1, len(ep.turns))
         ep.reward = parts.total
         ep.outcome = classify_outcome(ep.submitted, ep.check, ep.loop_detected, context_limit)
         ep.duration_s = time.monotonic() - self._started

@@ -4,13 +4,16 @@ A diagnosis is right when the whole answer names the case's disease: a name or s
 leading hedge such as "likely" ignored), its ICD-10 code (full, or the three-character category where only this
 disease has it), a name with its code ("Acute pancreatitis (K85.9)", "K85.9 - Acute pancreatitis": both parts must
 agree), or, for an imported case outside the catalogue, the recorded diagnosis text. Nothing is matched by
-substring, so a list of candidates ("pneumonia, sepsis or PE") is no diagnosis and earns nothing: neither the
-accuracy term nor the format bonus, which goes to a well-formed single diagnosis (a right one, or one that is not a
-list and not overlong).
+substring, so a list of candidates ("pneumonia, sepsis or PE") is no diagnosis. A verdict also says whether the
+answer was well formed (a right one, or one that is not a list and not overlong): a figure to read, never paid.
 
-Reward = w_acc * correct + w_f1 * exam F1 - w_turn * turns + format_bonus * well_formed. Exam F1 compares the
-exams ordered with the case's key exams, both counted under their credit names (a lab ordered alone counts as its
-panel; components.diag.catalogue.Exam.credit) and each once.
+Reward = correct * (w_acc - w_turn * turns) + w_f1 * exam F1. Exam F1 compares the exams ordered with the case's
+key exams, both counted under their credit names (a lab ordered alone counts as its panel;
+components.diag.catalogue.Exam.credit) and each once. Only a right diagnosis earns anything for ending the case,
+and the turns it took are taken off that: a wrong diagnosis earns exactly what the same exams and no diagnosis at
+all earn, at any turn. A reward that charged every episode its turns, or paid a well-formed wrong answer, paid for
+stopping: with accuracy near zero, one round of exams and then any short diagnosis beat working the case up, and
+GRPO learned that (2 turns, accuracy 0).
 """
 
 from __future__ import annotations
@@ -35,8 +38,7 @@ class RewardConfig(BaseModel):
 
     w_acc: float = Field(default=1.0, ge=0, description="weight of a correct diagnosis")
     w_f1: float = Field(default=0.5, ge=0, description="weight of exam-recommendation F1 against the key exams")
-    w_turn: float = Field(default=0.02, ge=0, description="cost of each turn taken")
-    format_bonus: float = Field(default=0.05, ge=0, description="for a well-formed single final diagnosis")
+    w_turn: float = Field(default=0.02, ge=0, description="taken off a right diagnosis for each turn it took")
     max_diagnosis_chars: int = Field(default=120, ge=10, description="a longer answer is not well formed")
 
 
@@ -50,8 +52,7 @@ class DiagnosisVerdict(BaseModel):
 class RewardParts(BaseModel):
     accuracy: float
     exam_f1: float
-    turn_penalty: float
-    format_bonus: float
+    turn_penalty: float  # 0 unless the diagnosis is right
     total: float
 
 
@@ -106,7 +107,7 @@ def _match(text: str, case: Case, catalogue: Catalogue) -> str | None:
     return None
 
 
-def reward(config: RewardConfig, correct: bool, exam_f1: float, turns: int, well_formed: bool) -> RewardParts:
+def reward(config: RewardConfig, correct: bool, exam_f1: float, turns: int) -> RewardParts:
     parts = {"accuracy": config.w_acc * float(correct), "exam_f1": config.w_f1 * exam_f1,
-             "turn_penalty": -config.w_turn * turns, "format_bonus": config.format_bonus * float(well_formed)}
+             "turn_penalty": -config.w_turn * turns * float(correct)}
     return RewardParts(**parts, total=sum(parts.values()))

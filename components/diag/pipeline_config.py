@@ -1,12 +1,15 @@
 """The `diag:` section of a pipeline profile (configs/diag-demo.yaml, diag-smoke.yaml): DiagGym end to end.
 
-cohort → world (the statistical world model's card, and the LM world model trained and carded beside it) →
-cold_start (SFT on oracle trajectories) → grpo (multi-turn GRPO from the cold start) → evaluate (baselines, the
-untrained model, the cold start and GRPO on held-out patients, same draws) → register (the GRPO agent against the
-cold start, the LM world model against the statistical one).
+cohort (train, valid and test, split by patient) → world (the statistical world model fitted on train and saved,
+its card, and the LM world model trained and carded beside it) → cold_start (SFT on oracle trajectories) → grpo
+(multi-turn GRPO from the cold start) → evaluate (baselines, the untrained model, the cold start and GRPO on the
+valid patients, same draws: the figures every choice is read off; then the cold start and GRPO on the test
+patients, for the registration) → register (the GRPO agent against the cold start on test, the LM world model
+against the statistical one).
 
-Training and evaluation play in the statistical world model (fast, deterministic by seed); the LM world model is
-trained, measured and registered for the users who serve it as the environment (`LMWorldModel.from_checkpoint`).
+Training and evaluation play in the one statistical world the world stage saved (fast, deterministic by
+`world.seed`: every later stage loads that file and records its content hash); the LM world model is trained,
+measured and registered for the users who serve it as the environment (`LMWorldModel.from_checkpoint`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from components.diag.cohort import CohortConfig
 from components.diag.env import DiagEnvConfig
@@ -39,13 +42,17 @@ class LMWorldStage(_Strict):
 
 
 class WorldStage(_Strict):
-    seed: int = 0
+    seed: int = Field(default=0, description="the world's seed: saved with the fitted world, it seeds every draw "
+                      "of every later stage")
     min_values: int = Field(default=10, ge=2, description="values an analyte needs on both sides to be scored")
     lm: LMWorldStage = Field(default_factory=LMWorldStage)
 
 
 class ColdStartStage(_Strict):
-    train_cases: int | None = Field(default=None, ge=1, description="oracle episodes of the first N train cases")
+    train_cases: int | None = Field(default=None, ge=1, description="oracle episodes of the first N train cases "
+                                    "(None: all)")
+    episodes_per_case: int = Field(default=1, ge=1, description="oracle episodes of each case, each on its own "
+                                   "draws of the world (the same exams, other results)")
     sft: SFTSettings = Field(default_factory=lambda: SFTSettings(episodes=[], schedule=Schedule(batch_size=1,
                                                                                                  grad_accum=4)))
 
@@ -56,7 +63,8 @@ class GRPOStage(_Strict):
 
 
 class EvaluateStage(_Strict):
-    cases: int | None = Field(default=None, ge=1, description="the first N held-out cases (None: all)")
+    cases: int | None = Field(default=None, ge=1, description="the first N valid cases, and the first N test cases "
+                              "(None: all)")
     samples: int = Field(default=2, ge=1, description="episodes per case and agent; sample i sees the same draws "
                          "for every agent")
     baselines: list[str] = Field(default_factory=lambda: ["random", "greedy"])
@@ -65,8 +73,10 @@ class EvaluateStage(_Strict):
                                "plays the policy GRPO trained")
     max_new_tokens: int = Field(default=64, gt=0)
     batch: int = Field(default=64, ge=1, description="episodes played at once by a model")
-    single_turn_cases: int = Field(default=50, ge=0, description="cases for the baselines' single-turn evaluation")
-    seed: int = 0
+    single_turn_cases: int = Field(default=50, ge=0, description="valid cases for the baselines' single-turn "
+                                   "evaluation")
+    seed: int = Field(default=0, description="seeds the agents' sampling and the bootstrap; the world's draws are "
+                      "world.seed's")
 
 
 class DiagSettings(_Strict):
@@ -74,7 +84,7 @@ class DiagSettings(_Strict):
     dtype: str = Field(default="float32", description="the models' dtype when they play (evaluation)")
     out_dir: Path = Field(default=Path("data/diag"), description="cases.jsonl and its validation")
     models_dir: Path = Field(default=Path("models/diag"), description="world, cold_start, grpo checkpoints")
-    cohort: CohortConfig = Field(default_factory=CohortConfig)
+    cohort: CohortConfig = Field(default_factory=lambda: CohortConfig(valid_fraction=0.2))
     env: DiagEnvConfig = Field(default_factory=DiagEnvConfig)
     world: WorldStage = Field(default_factory=WorldStage)
     cold_start: ColdStartStage = Field(default_factory=ColdStartStage)
@@ -83,5 +93,18 @@ class DiagSettings(_Strict):
     agent_registry: str = Field(default="medgym-diag-agent", description="registered name of the GRPO agent")
     register_on: Literal["accuracy", "exam_f1"] = Field(
         default="accuracy", description="the per-case figure the GRPO agent is paired with the cold start (or the "
-        "champion) on: the share of its episodes diagnosed right, or their mean exam F1")
+        "champion) on, over the test cases: the share of its episodes diagnosed right, or their mean exam F1 (chosen "
+        "from the evaluation's valid report, never from test)")
     world_registry: str = Field(default="medgym-diag-world", description="registered name of the LM world model")
+
+    @model_validator(mode="after")
+    def _one_world_and_a_valid_split(self) -> DiagSettings:
+        if "world_seed" in self.env.model_fields_set and self.env.world_seed != self.world.seed:
+            raise ValueError(f"diag.env.world_seed {self.env.world_seed} differs from diag.world.seed "
+                             f"{self.world.seed}: the world stage fits and seeds the one world every later stage "
+                             "loads; drop diag.env.world_seed")
+        if self.cohort.valid_fraction <= 0:
+            raise ValueError("diag.cohort.valid_fraction is 0: the pipeline reads the GRPO steps and what to "
+                             "register on off a valid split and the test split only for what is registered; give "
+                             "valid a share of the patients (e.g. 0.2)")
+        return self

@@ -6,7 +6,8 @@ admission (lab, microbiology, radiology) with their results as text, the dischar
 to the catalogue) and the key exams a clinician orders first, against which exam F1 is scored. The generator
 (components.diag.cohort) and the importer (components.diag.importer) both write it; `cases.jsonl` holds one per line.
 
-Splits are by patient: every admission of a patient lands in the same split (`assign_split`).
+Splits are by patient: every admission of a patient lands in the same split (`assign_split`): train, valid (what
+every choice is read off: steps, checkpoints, what to register on) and test (read for what is registered).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from components.common.io import RecordError, iter_jsonl, write_jsonl
 from components.diag.catalogue import normalize
 
 SOURCES = ("lab", "microbiology", "radiology")
-SPLITS = ("train", "test")
+SPLITS = ("train", "valid", "test")
 
 
 class ExamEvent(BaseModel):
@@ -71,11 +72,12 @@ class Case(BaseModel):
         return self.icd10 or "dx:" + normalize(self.diagnosis)
 
 
-def assign_split(patient_id: str, seed: int, test_fraction: float) -> str:
+def assign_split(patient_id: str, seed: int, test_fraction: float, valid_fraction: float = 0.0) -> str:
     """A patient's split: a hash of the seed and the patient id, so every admission of a patient shares it and a
-    patient keeps its split when the cohort grows."""
+    patient keeps its split when the cohort grows. Valid is carved out of train: adding it moves no test patient."""
     digest = hashlib.sha256(f"diag-split:{seed}:{patient_id}".encode()).hexdigest()
-    return "test" if int(digest[:12], 16) / 16**12 < test_fraction else "train"
+    u = int(digest[:12], 16) / 16**12
+    return "test" if u < test_fraction else "valid" if u < test_fraction + valid_fraction else "train"
 
 
 def save_cases(path: Path | str, cases: list[Case]) -> int:

@@ -339,9 +339,10 @@ def build_diag_plan(cfg: PipelineConfig) -> Plan:
     p = diag_paths(cfg)
     stages = [Stage("cohort", "diag_cohort", outputs=(p["cohort"],)),
               Stage("world", "diag_world", ("cohort",), outputs=(p["world"], p["card"])),
-              Stage("cold_start", "diag_cold_start", ("cohort",), outputs=(p["cold_start"],)),
-              Stage("grpo", "diag_grpo", ("cohort", "cold_start"), outputs=(p["grpo"],)),
-              Stage("evaluate", "diag_evaluate", ("cohort", "cold_start", "grpo"), outputs=(p["evaluate"],)),
+              # every later stage plays in the statistical world the world stage saved: a refit reruns them
+              Stage("cold_start", "diag_cold_start", ("cohort", "world"), outputs=(p["cold_start"],)),
+              Stage("grpo", "diag_grpo", ("cohort", "world", "cold_start"), outputs=(p["grpo"],)),
+              Stage("evaluate", "diag_evaluate", ("cohort", "world", "cold_start", "grpo"), outputs=(p["evaluate"],)),
               Stage("register", "diag_register", ("world", "evaluate", "grpo"))]
     if cfg.pipeline.stages is not None:
         unknown = [n for n in cfg.pipeline.stages if n not in {s.name for s in stages}]

@@ -45,14 +45,15 @@ def oracle_rows(episodes: Sequence[Episode], chat: ChatTokens, max_tokens: int |
 
 def cold_start(cases: Sequence[Case], world: WorldModel, base_model: str, out_dir: Path | str,
                settings: SFTSettings | None = None, env_config: DiagEnvConfig | None = None,
-               callbacks: list[Any] | None = None) -> ColdStart:
-    """Oracle episodes of `cases` (train split) → SFT → `<out_dir>/merged`. The episodes are kept beside it."""
+               callbacks: list[Any] | None = None, episodes_per_case: int = 1) -> ColdStart:
+    """`episodes_per_case` oracle episodes of each of `cases` (train split) → SFT → `<out_dir>/merged`. The episodes
+    are kept beside it."""
     out = Path(out_dir)
     # one episode per micro-batch by default: SmolLM2's activations for a packed batch of four (~6k tokens) peak
     # near 18 GB on CPU
     settings = settings or SFTSettings(schedule=Schedule(batch_size=1, grad_accum=4))
     chat = ChatTokens(load_tokenizer(base_model))
-    episodes = oracle_episodes(cases, world, chat, env_config)
+    episodes = oracle_episodes(cases, world, chat, env_config, samples=episodes_per_case)
     save_episodes(out / ORACLE_EPISODES, episodes)
     rows = oracle_rows(episodes, chat, settings.schedule.max_length)
     # the rows are passed in, so the job's dataset folder is never read; a rerun resumes from <out>/sft checkpoints

@@ -72,6 +72,13 @@ class GRPOSettings(BaseModel):
     epsilon: float = Field(default=0.2, gt=0, description="ratio clipping")
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
         default="dapo", description="dapo: token-level, normalized by the agent tokens of the batch (no length bias)")
+    # The diagnostic reward is sparse: while accuracy is near zero, most groups differ only in exam F1 (a few
+    # hundredths). TRL's default "group" divides each group by its own std, which blows those hundredths up to
+    # unit advantages, as large as a right diagnosis gets in a group that has one; "batch" does the same wherever
+    # the batch holds no right diagnosis. "none" (Dr. GRPO) keeps the advantage in reward units: reward minus the
+    # group's mean.
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        default="none", description="TRL's advantage scaling: none keeps the reward's units (see the comment)")
     learning_rate: float = Field(default=1e-5, gt=0)
     steps: int = Field(default=50, gt=0, description="optimizer steps (one generation batch each)")
     micro_batch: int = Field(default=1, gt=0, description="episodes per forward/backward: a step's episodes are "
@@ -186,7 +193,7 @@ def build_grpo_trainer(cases: Sequence[Case], world: WorldModel, base_model: str
         gradient_accumulation_steps=settings.episodes_per_step // settings.micro_batch,
         steps_per_generation=settings.episodes_per_step // settings.micro_batch, num_generations=settings.num_generations,
         temperature=settings.temperature, top_p=settings.top_p, beta=settings.beta, epsilon=settings.epsilon,
-        loss_type=settings.loss_type, max_completion_length=settings.max_context,
+        loss_type=settings.loss_type, scale_rewards=settings.scale_rewards, max_completion_length=settings.max_context,
         disable_dropout=True,  # the same log-probs when sampling and when scoring
         gradient_checkpointing=settings.gradient_checkpointing, logging_steps=settings.logging_steps,
         save_strategy="steps", save_steps=settings.save_steps, save_total_limit=2, report_to=[],

@@ -54,11 +54,12 @@ def oracle_episode(env: DiagEnv, case: Case, chat: ChatTokens, sample_index: int
 
 
 def oracle_episodes(cases: Iterable[Case], world: WorldModel, chat: ChatTokens, config: DiagEnvConfig | None = None,
-                    catalogue: Catalogue | None = None) -> list[Episode]:
-    """One oracle episode per case. Callers keep the correct ones (sft_examples does): a case whose own diagnosis
-    the grader rejects is a data problem to look at, not a trajectory to imitate."""
+                    catalogue: Catalogue | None = None, samples: int = 1) -> list[Episode]:
+    """`samples` oracle episodes per case, sample i on the world's draws for sample i (the same orders, other
+    results where the environment varies them by sample). Callers keep the correct ones (sft_examples does): a case
+    whose own diagnosis the grader rejects is a data problem to look at, not a trajectory to imitate."""
     env = DiagEnv(world, config, catalogue)
-    return [oracle_episode(env, case, chat) for case in cases]
+    return [oracle_episode(env, case, chat, i) for case in cases for i in range(samples)]
 
 
 def attach_tokens(episode: Episode, chat: ChatTokens) -> Episode:

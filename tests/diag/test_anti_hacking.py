@@ -1,6 +1,7 @@
 """Rewards that only solving earns: the best constant diagnosis stays within 1/min(n, 10) + 0.10; ordering every
-exam in the catalogue earns less than a clinician's short list; a list of candidate diagnoses earns nothing; and the
-scripted oracle (key exams, then the right diagnosis) reaches a high reward."""
+exam in the catalogue earns less than a clinician's short list; a list of candidate diagnoses earns nothing; no
+constant strategy earns what the greedy oracle earns, and stopping with a wrong diagnosis earns nothing over never
+diagnosing; and the scripted oracle (key exams, then the right diagnosis) reaches a high reward."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import math
 
 import pytest
 
+from components.diag.baselines import GreedyOracleAgent, diagnose_text, most_common_diagnosis, order_text
 from components.diag.catalogue import default_catalogue
 from components.diag.env import DiagEnv, DiagEnvConfig
+from components.diag.evaluate import DiagView, run_agent
 from components.diag.grading import RewardConfig, grade_diagnosis
 from components.diag.metrics import summarize_episodes
 from components.diag.world import RecordedWorldModel
@@ -72,6 +75,54 @@ def test_ordering_every_exam_earns_less_than_the_clinicians_short_list(world, te
     assert env.episode.turns[0].metadata["ordered"]  # the whole catalogue can be ordered where allowed
 
 
+ROUTINE = ["Complete blood count", "Basic metabolic panel", "Chest X-ray", "Urinalysis"]
+NOT_IN_THE_COHORT = "Viral syndrome"  # a short, well-formed diagnosis no case has
+
+
+class Constant:
+    """An agent whose replies depend only on how many it has sent (and the turn budget), never on the patient."""
+
+    def __init__(self, name: str, reply) -> None:  # noqa: ANN001
+        self.name, self.reply = name, reply
+
+    def act(self, view: DiagView) -> str:
+        return self.reply(len(view.replies))
+
+
+def constant_strategies(common: str, turns: int) -> list[Constant]:
+    def every_exam(i: int) -> str:
+        chunk = ALL_EXAMS[4 * i:4 * i + 4]
+        return order_text(chunk) if chunk and i < turns - 1 else diagnose_text(common)
+
+    return [
+        Constant("stop at turn 1, wrong", lambda i: diagnose_text(NOT_IN_THE_COHORT)),
+        Constant("stop at turn 1, the commonest disease", lambda i: diagnose_text(common)),
+        Constant("never diagnose, no action", lambda i: "Let me think about this."),
+        Constant("never diagnose, routine exams", lambda i: order_text([ROUTINE[i % len(ROUTINE)]])),
+        Constant("routine exams, then wrong", lambda i: diagnose_text(NOT_IN_THE_COHORT) if i else order_text(ROUTINE)),
+        Constant("routine exams, then nothing", lambda i: "Let me think about this." if i else order_text(ROUTINE)),
+        Constant("every exam, then the commonest disease", every_exam),
+    ]
+
+
+@pytest.mark.parametrize("turns", [6, 12])  # the diag-demo's limit and DiagGym's
+def test_no_constant_strategy_earns_what_the_greedy_oracle_earns_nor_gains_by_stopping(world, train, test_cases, turns):
+    config, cases = DiagEnvConfig(max_turns=turns), test_cases[:60]
+
+    def mean_reward(agent) -> float:  # noqa: ANN001
+        episodes = run_agent(agent, cases, world, config)
+        return sum(e.reward for e in episodes) / len(episodes)
+
+    greedy = mean_reward(GreedyOracleAgent.fit(train, world))
+    earned = {a.name: mean_reward(a) for a in constant_strategies(most_common_diagnosis(train), turns)}
+    assert greedy > 0.7
+    for name, value in earned.items():
+        assert value < greedy - 0.5, (name, value, greedy)
+    # a wrong diagnosis buys nothing over none: neither at turn 1 nor after the same exams
+    assert earned["stop at turn 1, wrong"] <= earned["never diagnose, no action"], earned
+    assert earned["routine exams, then wrong"] <= earned["routine exams, then nothing"], earned
+
+
 LISTS = [
     "{true}, sepsis, pulmonary embolism",
     "sepsis; {true}",
@@ -94,9 +145,9 @@ def test_a_list_of_candidates_earns_nothing(world, test_cases, template):
     ep = env.episode
     parts = ep.metadata["diag"]["reward"]
     assert ep.outcome == Outcome.WRONG_ANSWER and not ep.check.correct
-    assert parts["accuracy"] == 0 and parts["format_bonus"] == 0
-    # exactly what the same exams and no diagnosis at all would earn
-    assert ep.reward == pytest.approx(parts["exam_f1"] + parts["turn_penalty"])
+    assert parts["accuracy"] == 0 and parts["turn_penalty"] == 0
+    # exactly what the same exams and no diagnosis at all earn
+    assert ep.reward == pytest.approx(parts["exam_f1"])
 
 
 def test_every_disease_is_recognized_by_name_synonym_and_code_alone(test_cases):

@@ -1,6 +1,6 @@
 """The synthetic cohort: deterministic by seed, split by patient, time-ordered events with the key exams first,
 profiles that never name the diagnosis, disease-conditioned and correlated results, a disease mix within the
-constant-diagnosis bound, and an atomic JSONL round trip."""
+constant-diagnosis bound, a valid split carved out of train, and an atomic JSONL round trip."""
 
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ from datetime import datetime
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from components.common.io import RecordError
 from components.diag.catalogue import default_catalogue
 from components.diag.cohort import CohortConfig, build_cohort, write_cohort
-from components.diag.record import load_cases, save_cases
+from components.diag.record import SPLITS, load_cases, save_cases
 from components.diag.validation import diagnosis_leak
 from components.diag.world import first_values
 from components.tasks.spread import spread_bound
+from tests.diag.conftest import COHORT
 
 CAT = default_catalogue()
 
@@ -54,6 +56,21 @@ def test_split_is_by_patient(cohort):
     assert len(readmitted) > 30  # the split is tested on patients with several admissions
     share = sum(next(iter(s)) == "test" for s in splits.values()) / len(splits)
     assert 0.12 < share < 0.28
+
+
+def test_a_valid_split_is_by_patient_and_taken_from_train_only(cohort):
+    with_valid = build_cohort(COHORT.model_copy(update={"valid_fraction": 0.2}))
+    by_patient: dict[str, set[str]] = {}
+    for c in with_valid:
+        by_patient.setdefault(c.patient_id, set()).add(c.split)
+    assert all(len(s) == 1 for s in by_patient.values())  # train, valid and test disjoint by patient
+    patients = {s: {p for p, (split,) in by_patient.items() if split == s} for s in SPLITS}
+    assert 0.12 < len(patients["valid"]) / len(by_patient) < 0.28
+    before = {c.case_id: c.split for c in cohort}
+    assert all(before[c.case_id] == "train" for c in with_valid if c.split == "valid")  # no test patient moved
+    assert [c for c in with_valid if c.split == "test"] == [c for c in cohort if c.split == "test"]
+    with pytest.raises(ValidationError, match="test_fraction 0.5 \\+ valid_fraction 0.6 exceed 1"):
+        CohortConfig(test_fraction=0.5, valid_fraction=0.6)
 
 
 def test_events_are_time_ordered_and_start_with_the_key_exams(cohort):

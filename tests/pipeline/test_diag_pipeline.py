@@ -1,18 +1,25 @@
 """DiagGym as pipeline profiles: the plan of a `diag` profile (cohort → world → cold_start → grpo → evaluate →
-register), its DVC file, which stages a changed setting reruns, and (slow) diag-smoke end to end through the CLI:
-every stage a Prefect flow nested in one MLflow run, the world-model card and the evaluation report with figures
-in reports/, both models registered, a rerun from the cache, a GRPO run extended by more steps, a changed GRPO
-setting rerunning only what it feeds."""
+register), its DVC file, which stages a changed setting reruns, one world seed and a valid split, and (slow)
+diag-smoke end to end through the CLI: every stage a Prefect flow nested in one MLflow run, the world-model card
+and the evaluation report (valid, and test for the registered agents) with figures in reports/, every stage on the
+one saved world, both models registered, a rerun from the cache, a GRPO run extended by more steps, a changed GRPO
+setting rerunning only what it feeds, a changed world refitted and every stage after it rerun in it."""
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
+import re
 import struct
 
 import pytest
 import yaml
 
+from components.common.io import RecordError
 from components.config import CONFIG_DIR, PipelineConfig, load_config
+from components.diag.record import load_cases
+from components.envs.episode import load_episodes
 from components.pipeline.dvc import dvc_file, render
 from components.pipeline.plan import PlanError, build_plan
 from components.pipeline.state import PipelineState, decide, stage_key
@@ -32,8 +39,9 @@ def keys(cfg: PipelineConfig) -> dict[str, str]:
 def test_a_diag_profile_chains_the_diaggym_stages():
     plan = build_plan(load_config("diag-demo"))
     assert plan.names == STAGES
-    assert plan["grpo"].needs == ("cohort", "cold_start")
-    assert plan["evaluate"].needs == ("cohort", "cold_start", "grpo")
+    assert plan["cold_start"].needs == ("cohort", "world")  # each later stage plays in the world the world stage saved
+    assert plan["grpo"].needs == ("cohort", "world", "cold_start")
+    assert plan["evaluate"].needs == ("cohort", "world", "cold_start", "grpo")
     assert plan["register"].needs == ("world", "evaluate", "grpo")
     assert str(plan["evaluate"].outputs[0]) == "reports/diag-demo/evaluation"
     assert build_plan(load_config("diag-smoke")).names == STAGES
@@ -60,7 +68,8 @@ def test_the_diag_demo_dvc_file_is_its_plan_and_runs_from_the_root():
     assert list(stages) == STAGES[:-1]  # registration writes no data
     assert all(s["wdir"] == "../.." for s in stages.values())
     assert stages["grpo"]["cmd"] == ".venv/bin/medgym pipeline run --profile diag-demo --only grpo"
-    assert {"components/rl/grpo.py", "models/diag-demo/cold_start", "data/diag-demo"} <= set(stages["grpo"]["deps"])
+    assert {"components/rl/grpo.py", "models/diag-demo/cold_start", "models/diag-demo/world",
+            "data/diag-demo"} <= set(stages["grpo"]["deps"])
     assert stages["grpo"]["params"] == [{"configs/diag-demo.yaml": ["diag.grpo", "diag.env", "diag.models_dir"]}]
     assert stages["evaluate"]["metrics"] == [{"reports/diag-demo/metrics.json": {"cache": False}}]
 
@@ -70,6 +79,31 @@ def test_a_changed_grpo_setting_changes_the_keys_of_grpo_and_what_reads_it_only(
     before = keys(cfg)
     after = keys(with_grpo(cfg, steps=cfg.diag.grpo.settings.steps + 1))
     assert [n for n in STAGES if before[n] != after[n]] == ["grpo", "evaluate", "register"]
+
+
+def test_a_changed_world_changes_the_keys_of_the_world_and_every_stage_that_plays_in_it():
+    cfg = load_config("diag-demo")
+    reseeded = cfg.model_copy(update={"diag": cfg.diag.model_copy(update={
+        "world": cfg.diag.world.model_copy(update={"seed": cfg.diag.world.seed + 1})})})
+    before, after = keys(cfg), keys(reseeded)
+    assert [n for n in STAGES if before[n] != after[n]] == STAGES[1:]
+
+
+def test_a_diag_profile_has_one_world_seed_and_a_valid_split(tmp_path):
+    raw = yaml.safe_load((CONFIG_DIR / "diag-smoke.yaml").read_text())
+    raw["diag"]["env"]["world_seed"] = 0  # the same as world.seed: one world still
+    assert PipelineConfig.model_validate(raw).diag.env.world_seed == 0
+    for key, value, message in [
+            (("env", "world_seed"), 3, "diag.env.world_seed 3 differs from diag.world.seed 0: the world stage fits and "
+                                       "seeds the one world every later stage loads; drop diag.env.world_seed"),
+            (("cohort", "valid_fraction"), 0.0, "diag.cohort.valid_fraction is 0: the pipeline reads the GRPO steps")]:
+        changed = copy.deepcopy(raw)
+        changed["diag"][key[0]][key[1]] = value
+        path = tmp_path / "diag-bad.yaml"
+        path.write_text(yaml.safe_dump(changed))
+        with pytest.raises(RecordError, match=re.escape(message)) as err:
+            load_config(str(path))
+        assert str(err.value).startswith(f"{path}, field 'diag': ") and "\n" not in str(err.value)
 
 
 def test_what_the_agent_is_registered_on_changes_the_registration_key_only():
@@ -145,20 +179,29 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
     assert stages["cold_start"]["global_step"] == 2 and stages["world"]["lm_global_step"] == 2
     for name in ("world", "cold_start", "grpo"):
         assert (tmp_path / "models" / name / "merged" / "config.json").is_file(), name
+    world = hashlib.sha256((tmp_path / "models" / "world" / "statistical.json").read_bytes()).hexdigest()
+    assert {n: stages[n]["world"] for n in STAGES[1:]} == {n: world for n in STAGES[1:]}  # one world, saved once
 
     reports = tmp_path / "reports" / "diag-smoke"
     report = json.loads((reports / "evaluation" / "report.json").read_text())
+    assert report["split"] == "valid"  # what every choice is read off
     assert [a["agent"] for a in report["agents"]] == ["random", "greedy", "untrained", "cold_start", "grpo"]
     assert [(c["a"], c["b"]) for c in report["comparisons"]][0] == ("grpo", "cold_start")
     assert all(a["cases"] == 3 for a in report["agents"])
     assert "| grpo - cold_start | 3 |" in (reports / "evaluation" / "report.md").read_text()
+    tested = json.loads((reports / "evaluation" / "test" / "report.json").read_text())  # the registration's
+    assert tested["split"] == "test" and [a["agent"] for a in tested["agents"]] == ["grpo", "cold_start"]
+    cases = {c.case_id: c.split for c in load_cases(tmp_path / "data" / "cases.jsonl")}
+    for folder, split in (("evaluation", "valid"), ("evaluation/test", "test")):
+        played = load_episodes(reports / folder / "episodes" / "grpo.jsonl")
+        assert played and {cases[e.task_id] for e in played} == {split}
     for png in ("accuracy.png", "exam_f1.png"):
         width, height = png_size(reports / "evaluation" / png)
         assert width > 100 and height > 100
     card = json.loads((reports / "world" / "card.json").read_text())
     assert [m["model"] for m in card["models"]] == ["recorded", "statistical", "lm"]
     metrics = json.loads((reports / "metrics.json").read_text())
-    assert "grpo-cold_start.accuracy_low" in metrics
+    assert {"valid.grpo-cold_start.accuracy_low", "test.grpo-cold_start.accuracy_low"} <= set(metrics)
 
     from mlflow.tracking import MlflowClient
 
@@ -216,3 +259,12 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
     else:  # a champion promoted on accuracy is not paired with an exam F1
         assert v4.description == (f"the candidate was evaluated on exam_f1, champion v{champion} on accuracy: not "
                                   "comparable, so no promotion")
+
+    raw["diag"]["world"]["seed"] = 1  # another world: refitted, and every stage after it played in the new one
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    fifth = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
+    assert fifth.returncode == 0, fifth.stderr[-4000:]
+    stages = result_of(fifth)["stages"]
+    assert {n: s["status"] for n, s in stages.items()} == {"cohort": "cached", **{n: "ran" for n in STAGES[1:]}}
+    refit = hashlib.sha256((tmp_path / "models" / "world" / "statistical.json").read_bytes()).hexdigest()
+    assert refit != world and {n: stages[n]["world"] for n in STAGES[1:]} == {n: refit for n in STAGES[1:]}

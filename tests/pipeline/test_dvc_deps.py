@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from components.pipeline.dvc import DIAG_LOCKED, _as_folders, code_deps
-from components.pipeline.state import ENTRIES, stage_files
+from components.pipeline.dvc import _as_folders, code_deps
+from components.pipeline.state import stage_files
 
 ROOT = Path(__file__).resolve().parents[2]
-CODING = ("suite", "rollout", "train", "evaluate")
+CODING = ("suite", "rollout", "train", "evaluate", "diag_cohort", "diag_world", "diag_cold_start", "diag_grpo",
+          "diag_evaluate")
 
 
 def _expand(root: Path, deps: list[str]) -> set[str]:
@@ -51,11 +52,7 @@ def test_a_folder_is_written_whole_only_while_every_file_in_it_is_in_the_closure
     assert _as_folders(tmp_path, files) == list(files)
 
 
-@pytest.mark.parametrize("kind", sorted(DIAG_LOCKED))
-def test_a_diag_stage_keeps_only_closure_files_its_locked_table_named(kind: str) -> None:
-    assert kind in ENTRIES
-    deps = code_deps(ROOT, kind)
-    assert deps and set(deps) <= set(stage_files(ROOT, kind))
-    assert all(any(d == p or d.startswith(p + "/") for p in DIAG_LOCKED[kind]) for d in deps)
-    # the training files a diag stage never imports (the coding pipeline's stage runner) are not its deps
+def test_grpo_depends_on_the_reward_and_not_on_the_coding_pipelines_stage_runner() -> None:
+    deps = _expand(ROOT, code_deps(ROOT, "diag_grpo"))
+    assert {"components/diag/metrics.py", "components/diag/grading.py"} <= deps
     assert "components/training/stage.py" not in deps

@@ -18,9 +18,10 @@ def test_cold_start_sft_lowers_the_loss_on_oracle_rows(rl_train, rl_world, tiny_
     chat = ChatTokens(load_tokenizer(str(tiny_model)))
     rows = oracle_rows(oracle_episodes(cases, rl_world, chat), chat)
     before = masked_nll(tiny_model, rows)
-    out = cold_start(cases, rl_world, str(tiny_model), tmp_path / "cold", settings)
-    assert (out.episodes, out.correct, out.result.global_step) == (3, 3, 3)
+    out = cold_start(cases, rl_world, str(tiny_model), tmp_path / "cold", settings, episodes_per_case=2)
+    assert (out.episodes, out.correct, out.result.global_step) == (6, 6, 3)
     assert (out.model_dir / "config.json").is_file() and (out.model_dir / "tokenizer_config.json").is_file()
     after = masked_nll(out.model_dir, rows)
     assert after < before - 1.0, (before, after)
-    assert len(load_episodes(tmp_path / "cold" / ORACLE_EPISODES)) == 3
+    kept = load_episodes(tmp_path / "cold" / ORACLE_EPISODES)
+    assert [e.episode_id for e in kept] == [f"{c.case_id}#{i}" for c in cases for i in range(2)]

@@ -65,7 +65,7 @@ def test_grpo_trains_lora_on_agent_tokens_only(rl_train, rl_world, tiny_model, t
     assert len({e.episode_id for e in episodes}) == 6 and all(e.policy.backend == "grpo" for e in episodes)
     by_id = {e.episode_id: e for e in episodes}
     for step, record in enumerate(seen):
-        out = record["out"]
+        out, rewards = record["out"], []
         assert record["logp_gap"] < 5e-3  # fp32 sums in another order (TRL scores in tiles)
         assert record["masked"][0] == pytest.approx(record["masked"][1], rel=1e-6)
         assert record["unmasked"][0] != pytest.approx(record["unmasked"][1], rel=1e-3)
@@ -78,6 +78,12 @@ def test_grpo_trains_lora_on_agent_tokens_only(rl_train, rl_world, tiny_model, t
             assert agent == [i for t in ep.turns for i in t.response_token_ids]  # loss only on what was sampled
             assert len(ids) - sum(tool) == sum(len(chat.close_response(t.response_token_ids))
                                                + len(chat.observation(t.observation)) for t in ep.turns[:-1])
+            rewards.append(ep.reward + varied([ids])[0])
+        # advantages in reward units (scale_rewards "none"): each sample's reward minus its group's mean, however
+        # small the group's spread; TRL's default would divide by that spread (to +-0.71 for a group of two)
+        group_mean = [sum(rewards[i - i % 2:i - i % 2 + 2]) / 2 for i in range(len(rewards))]
+        assert out["advantages"].tolist() == pytest.approx([r - m for r, m in zip(rewards, group_mean, strict=True)],
+                                                           abs=1e-5)
     # LoRA B matrices start at zero: after three steps they are not, and the merge changed the base weights
     assert lora_before and all(not p.any() for p in lora_before.values())
     adapter = load_file(str(run.out_dir / "final" / "adapter_model.safetensors"))

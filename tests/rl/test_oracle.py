@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from components.diag.env import DiagEnv, DiagEnvConfig
+from components.diag.world import StatisticalWorldModel
 from components.envs.episode import Outcome
 from components.policies.tokens import episode_token_ids
 from components.rl.oracle import oracle_episode, oracle_episodes, oracle_replies
@@ -16,6 +17,18 @@ def test_every_oracle_episode_is_correct_in_the_fewest_turns(rl_train, rl_world,
         assert len(ep.turns) == len(oracle_replies(case, DiagEnvConfig()))
         assert ep.reward > 1.0
         assert not any(t.parse_error or t.error for t in ep.turns)
+
+
+def test_more_oracle_episodes_of_a_case_see_other_draws_of_the_world(rl_train, chat):
+    world = StatisticalWorldModel.fit(rl_train, seed=0)
+    cases = rl_train[:4]
+    episodes = oracle_episodes(cases, world, chat, samples=3)
+    assert [e.episode_id for e in episodes] == [f"{c.case_id}#{i}" for c in cases for i in range(3)]
+    assert all(e.outcome == Outcome.CORRECT for e in episodes)
+    for k in range(len(cases)):
+        same_case = episodes[3 * k:3 * k + 3]
+        assert len({tuple(t.raw_text for t in e.turns) for e in same_case}) == 1  # the same orders and diagnosis
+        assert len({tuple(t.observation for t in e.turns) for e in same_case}) == 3  # other results
 
 
 def test_loss_mask_covers_exactly_the_agent_turns(rl_train, rl_world, chat):
