@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from components.diag.evaluate import DiagReport
-from components.evaluation.plots import figure, save
+from components.evaluation.figures import figure, save
 
 ACCURACY_PNG, F1_PNG = "accuracy.png", "exam_f1.png"
 

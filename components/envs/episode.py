@@ -33,7 +33,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from components.common.io import RecordError, iter_jsonl, write_jsonl
 from components.envs.actions import InspectData, RunCode, SubmitAnswer
 from components.envs.feedback import ErrorInfo
-from components.sandbox.protocol import ExecResult
+from components.sandbox.result import ExecResult
 
 # 2: Check.reason became Check.grader_reason (grader-only: it holds the truth)
 # 3: who played (policy), the system prompt, token counts, model vs environment time, context_limit, checksum

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from components.envs.agent_code import AGENT_FILENAME, Hints
-from components.sandbox.protocol import ExecResult
+from components.sandbox.result import ExecResult
 
 
 class ErrorInfo(BaseModel):

@@ -15,7 +15,7 @@ import json
 import secrets
 from typing import Any
 
-from components.sandbox.protocol import ExecResult
+from components.sandbox.result import ExecResult
 
 MAX_RESULT_CHARS = 4 * 1024 * 1024  # a longer marked line is not parsed (the real one is far smaller)
 UNREADABLE = "the inspection's output could not be read"

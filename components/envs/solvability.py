@@ -8,15 +8,14 @@ submission. Any task it cannot solve is a broken task, not a hard one.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
 from components.envs.actions import RunCode, SubmitAnswer
+from components.envs.answers import printed_answer
 from components.envs.coding_env import CodingEnv, EnvConfig
 from components.envs.episode import Episode
 from components.sandbox.protocol import Sandbox
@@ -35,16 +34,6 @@ class SolvabilityReport(BaseModel):
     @property
     def rate(self) -> float:
         return self.solved / self.episodes if self.episodes else 0.0
-
-
-def printed_answer(line: str | None) -> Any:
-    """The answer a program printed on its last line: JSON when it parses, else the text itself."""
-    if line is None:
-        return None
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return line
 
 
 def reference_episode(env: CodingEnv, task: Task) -> Episode:

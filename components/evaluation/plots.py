@@ -8,35 +8,16 @@ taxonomy_plot      the outcome classes as stacked shares of each rollout's episo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
-from components.common.io import atomic_write
+from components.evaluation.figures import figure, save
 from components.evaluation.leaderboard import Interval, Leaderboard
 from components.evaluation.taxonomy import class_order, family
 
 SUCCESS_PNG, DOMAINS_PNG, TAXONOMY_PNG = "success.png", "success_by_domain.png", "taxonomy.png"
-DPI = 120
 # one colour per outcome family, so a class looks the same in every figure
 FAMILY_COLORS = {"success": "tab:green", "wrong_answer": "tab:red", "format_error": "tab:orange",
                  "code_error": "tab:purple", "parse_error": "tab:brown", "stuck_loop": "tab:pink",
                  "no_submission": "tab:gray", "context_limit": "tab:olive", "unfinished": "tab:cyan"}
-
-
-def figure(width: float, height: float) -> tuple[Figure, Any]:
-    """A figure on the Agg canvas (the Agg backend without pyplot: nothing global, nothing to close)."""
-    fig = Figure(figsize=(width, height))
-    FigureCanvasAgg(fig)
-    return fig, fig.subplots()
-
-
-def save(fig: Figure, path: Path | str) -> Path:
-    path = Path(path)
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight")
-    return path
 
 
 def _errors(estimates: list[Interval | None]) -> tuple[list[float], list[list[float]]]:

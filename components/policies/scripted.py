@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.envs.solvability import printed_answer
+from components.envs.answers import printed_answer
 from components.policies.protocol import Generation, GenerationRequest, PolicyRefusal
 from components.tasks.record import SUBMISSION_SLOT, AnswerType, Domain, Task
 

@@ -6,12 +6,13 @@ Every backend enforces the deadline, the output cap and the cleanup itself; call
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-Status = Literal["ok", "error", "timeout", "oom"]
+from components.sandbox.result import ExecResult, Status
 
+__all__ = ["ExecResult", "Limits", "Sandbox", "Status"]
 
 class Limits(BaseModel):
     """Resource limits applied to every execution."""
@@ -24,15 +25,6 @@ class Limits(BaseModel):
     max_open_files: int = Field(default=256, gt=0)
     disk_mb: int = Field(default=256, gt=0, description="bytes cap of the working dir and of /tmp, each (tmpfs)")
     max_files: int = Field(default=8192, gt=0, description="inode cap of the working dir and of /tmp, each")
-
-
-class ExecResult(BaseModel):
-    status: Status
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    truncated: bool = False  # stdout or stderr was cut at max_output_bytes
-    duration_s: float
 
 
 @runtime_checkable
