@@ -4,6 +4,7 @@ baseline agents' episodes and a real sqlite MLflow store."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from components.diag.fidelity import evaluate_fidelity, write_card
 from components.diag.record import save_cases
 from components.diag.world import StatisticalWorldModel
 from components.envs.episode import save_episodes
+from components.pipeline.plan import diag_paths
 from components.registry import case_hashes
+from flows.diag_pipeline import TEST, WORLD_FILE
 
 HELD = 20  # held-out cases played
 
@@ -35,21 +38,23 @@ def profile(tmp_path_factory, tiny_model) -> PipelineConfig:
         "pipeline": {"reports_dir": str(root / "reports")},
         "diag": {"out_dir": str(root / "cohort"), "models_dir": str(root / "models"),
                  "evaluate": {"samples": 2}, "agent_registry": "diag-agent", "world_registry": "diag-world"}})
-    cases = build_cohort(CohortConfig(patients=120, seed=3))
-    save_cases(root / "cohort" / "cases.jsonl", cases)
+    cases = build_cohort(CohortConfig(patients=120, seed=3, valid_fraction=0.2))
+    paths = diag_paths(cfg)  # where the stages before `register` leave their outputs, as the pipeline says
+    save_cases(paths["cohort"] / "cases.jsonl", cases)
     train, test = [c for c in cases if c.split == "train"], [c for c in cases if c.split == "test"][:HELD]
     world = StatisticalWorldModel.fit(train, seed=0)
-    episodes = root / "reports" / "diag-register-test" / "evaluation" / "episodes"
+    episodes = paths["evaluate"] / TEST / "episodes"  # registration reads the test split's
     for name, agent in zip(("cold_start", "grpo"), make_baselines(["random", "greedy"], train, world), strict=True):
         save_episodes(episodes / f"{name}.jsonl", run_agent(agent, test, world, samples=2))
     metrics = {m: {"value": 0.5} for m in ("accuracy", "f1_mean", "avg_turns")}
     (episodes.parent / "report.json").write_text(json.dumps({"agents": [{"agent": "grpo", "metrics": metrics}]}))
     stat = evaluate_fidelity(world, test, seed=0)
     lm = stat.model_copy(update={"model": "lm", "case_consistency": {c: 1.0 for c in stat.case_consistency}})
-    write_card([stat, lm], root / "reports" / "diag-register-test" / "world")
+    write_card([stat, lm], paths["card"])
     for stage in ("grpo", "world"):
-        (root / "models" / stage).mkdir(parents=True)
-        (root / "models" / stage / "merged").symlink_to(tiny_model, target_is_directory=True)
+        paths[stage].mkdir(parents=True)
+        (paths[stage] / "merged").symlink_to(tiny_model, target_is_directory=True)
+    world.save(paths["world"] / WORLD_FILE)  # the one world the world stage fits and saves
     return cfg
 
 
@@ -71,7 +76,9 @@ def test_the_diag_agent_is_registered_with_its_cases_hashes_and_conditions_and_p
     conditions = json.loads(Path(client.download_artifacts(run_id, "evaluation/conditions.json")).read_text())
     assert {k: conditions[k] for k in ("samples", "temperature", "seed", "split", "max_turns", "world_seed")} == \
         {"samples": 2, "temperature": 1.0, "seed": 0, "split": "test", "max_turns": 12, "world_seed": 0}
-    assert conditions["world_fit"].startswith("statistical on ") and any(k.startswith("reward.") for k in conditions)
+    saved = diag_paths(profile)["world"] / WORLD_FILE
+    assert conditions["world"] == hashlib.sha256(saved.read_bytes()).hexdigest()  # the one saved world, by content
+    assert any(k.startswith("reward.") for k in conditions)
     world_tags = client.get_model_version("diag-world", "1").tags
     assert world_tags["medgym.decision.against"] == "baseline" and world_tags["medgym.eval.metric"] == "consistency"
 
