@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MB = 1024 * 1024
 
 # 300 MB touched page by page, then a forked child that shares those pages and touches 100 MB of its own; both
-# hold on for 2 s once the child is ready. The tree's PSS is ~400 MB; its RSS summed would be ~700 MB.
+# hold on until the test writes a line, after its sampler stopped: samples taken while one of them exits could
+# count the shared pages twice (the child's share read before its exit, the parent's whole after), a false peak.
+# The tree's PSS is ~400 MB; its RSS summed would be ~700 MB.
 HOLDER = """
 import os, sys, time
 def touch(n):
@@ -28,28 +30,35 @@ def touch(n):
     return buf
 a = touch(300)
 r, w = os.pipe()
+hold_r, hold_w = os.pipe()
 pid = os.fork()
 if pid == 0:
+    os.close(hold_w)
     b = touch(100)
     os.write(w, b"x")
-    time.sleep(2)
+    os.read(hold_r, 1)  # EOF once the parent lets go
     os._exit(0)
+os.close(hold_r)
 os.read(r, 1)
 print("ready", flush=True)
-time.sleep(2)
+sys.stdin.readline()
+os.close(hold_w)
 os.waitpid(pid, 0)
 """
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="needs Linux /proc smaps_rollup")
 def test_sampler_peak_pss_of_a_forked_tree() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     before = time.time()
-    with TreeSampler(proc.pid, interval=0.1) as sampler:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.5)  # several samples while both hold their memory
-        assert proc.wait(timeout=30) == 0
+    try:
+        with TreeSampler(proc.pid, interval=0.1) as sampler:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+            time.sleep(0.8)  # several samples while both hold their memory
+    finally:
+        proc.communicate("go\n", timeout=30)
+    assert proc.returncode == 0
     assert 350 * MB <= sampler.peak <= 600 * MB, f"peak PSS {sampler.peak / MB:.0f} MB"
     assert sampler.peak_time is not None and before <= sampler.peak_time <= time.time()
     top = sampler.top_process  # the forked child: its own 100 MB and half of the 300 MB it shares with its parent
