@@ -3,6 +3,7 @@ Ray, and the exact-token record of model episodes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -122,6 +123,7 @@ def test_sigkill_of_the_whole_process_group_loses_only_episodes_in_flight(small_
     expected = 4 * sum(t.split == "train" for t in load_tasks(small_suite))
     rng = random.Random(7)
     seen = 0
+    killed_run: list[str] = []
     for _ in range(3):
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(small_suite), str(out)], cwd=ROOT,
                                  start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -133,6 +135,9 @@ def test_sigkill_of_the_whole_process_group_loses_only_episodes_in_flight(small_
             time.sleep(0.02)
         time.sleep(rng.random() * 0.2)
         assert child.poll() is None, "the collection finished before the kill"
+        # the run's zygote (its own session, so the kill does not reach it) and the zygote's sandboxes, named now:
+        # other suites' sandboxes on the same machine are none of this test's business
+        killed_run += _sandbox_tree(child.pid)
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         now = keys(out)
@@ -146,23 +151,39 @@ def test_sigkill_of_the_whole_process_group_loses_only_episodes_in_flight(small_
     got = keys(out)
     assert len(got) == len(set(got)) == expected
     assert not final.rejected_shards
-    # no sandbox process of a killed run is left behind (a killed run's zygote ends its sandboxes, then itself); this
-    # process's own zygote, started by the last collection, stays for its next sandbox
-    deadline = time.monotonic() + 10
-    while (left := _sandbox_processes()) and time.monotonic() < deadline:
+    # no sandbox process of a killed run is left behind: a killed run's zygote ends its sandboxes, then itself
+    assert any("zygote" in p for p in killed_run), f"no killed run had a zygote to check: {killed_run}"
+    deadline = time.monotonic() + 30  # a loaded machine tears down a sandbox's memory slowly
+    while (left := _alive(killed_run)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, left
 
 
-def _sandbox_processes() -> list[str]:
+def _sandbox_tree(pid: int) -> list[str]:
+    """"pid start-time: cmdline" of every sandbox process (a zygote, a sandbox) below `pid`."""
     import psutil
 
     found = []
-    for p in psutil.process_iter(["pid", "ppid", "cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if re.search(r"medgym-sandbox|runner\.py", cmd) and p.info["ppid"] != os.getpid() and p.info["pid"] != os.getpid():
-            found.append(f"{p.info['pid']}: {cmd[:120]}")
+    for p in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            cmd = " ".join(p.cmdline())
+            if re.search(r"medgym-sandbox|runner\.py", cmd):
+                found.append(f"{p.pid} {p.create_time()}: {cmd[:120]}")
     return found
+
+
+def _alive(named: list[str]) -> list[str]:
+    """Those of `named` still running: the same pid and start time (a pid may be reused)."""
+    import psutil
+
+    left = []
+    for entry in named:
+        pid, started = entry.split(":")[0].split()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p = psutil.Process(int(pid))
+            if str(p.create_time()) == started and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(entry)
+    return left
 
 
 def test_ray_actors_collect_the_same_episodes_as_local_threads(small_suite, tmp_path):
