@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prefect import flow
 
-from components.config import PipelineConfig, as_config
 from components.envs.solvability import check_solvability
+from components.profile.config import PipelineConfig, as_config
 from components.sandbox.warm import sandbox_supply
 from components.tasks.record import load_tasks
 from components.tracking.tracker import MlflowTracker

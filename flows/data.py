@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, SandboxConfig, as_config
+from components.profile.config import PipelineConfig, SandboxConfig, as_config
 from components.sandbox.protocol import Limits, Sandbox
 from components.tasks import suite as suite_mod
 from components.tasks.importers.medagentgym import ImportOptions, ImportReport, import_release

@@ -14,7 +14,6 @@ from pathlib import Path
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, as_config
 from components.diag.baselines import make_baselines
 from components.diag.cohort import CohortConfig, write_cohort
 from components.diag.env import DiagEnvConfig
@@ -24,6 +23,7 @@ from components.diag.importer import ImportOptions, ImportReport, import_diaggym
 from components.diag.record import load_cases
 from components.diag.validation import CaseValidationReport, validate_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
+from components.profile.config import PipelineConfig, as_config
 from components.tracking.tracker import MlflowTracker, mlflow_key, parent_tags
 from flows.runtime import PROJECT_ROOT
 

@@ -6,7 +6,7 @@ The agents train and play in one statistical world: the world stage fits it on t
 it (`<models_dir>/world/statistical.json`, seeded by `world.seed`); cold_start, grpo, evaluate and register load
 that file and record its content hash. Choices are read off the valid split: evaluate plays every agent there, and
 plays the cold start and GRPO once more on the test split for the registration, which pairs them there. The LM
-world model is trained, carded beside it and registered (components/diag/pipeline_config.py).
+world model is trained, carded beside it and registered (components/profile/diag.py).
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ from typing import Any
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig
 from components.diag.evaluate import DiagReport, build_report, run_agent, single_turn, write_evaluation
 from components.diag.fidelity import evaluate_fidelity, load_card, write_card
 from components.diag.metrics import CaseOutcome, outcome_of
-from components.diag.pipeline_config import DiagSettings
 from components.diag.plots import write_plots
 from components.diag.record import SPLITS, Case, load_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
@@ -32,9 +30,11 @@ from components.envs.episode import Episode, load_episodes
 from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.plan import diag_paths
 from components.pipeline.provenance import dvc_versions
+from components.profile.config import PipelineConfig
+from components.profile.diag import DiagSettings
 from components.registry import Evaluation, as_conditions, case_hashes, register
-from components.tracking.tracker import mlflow_key
-from components.tracking.training import MlflowStepLogger, flatten, training_run
+from components.tracking.tracker import flatten, mlflow_key
+from components.tracking.training import MlflowStepLogger, training_run
 from flows.diag import build_cohort_stage, track_card, track_stage
 from flows.runtime import PROJECT_ROOT, say
 

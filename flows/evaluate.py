@@ -14,13 +14,14 @@ from typing import Any
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, load_config
 from components.evaluation.metrics import success_report
 from components.evaluation.report import compare, verifier_report
+from components.pipeline.paths import stage_episodes
+from components.profile.config import PipelineConfig, load_config
 from components.registry import Comparison, Evaluation
 from components.registry.evaluation import DEFAULT_METRIC
 from components.rollout.store import EPISODES, load_episodes_dir
-from components.training.stage import stage_episodes, verifier_scorer
+from components.training.stage import verifier_scorer
 from flows.runtime import PROJECT_ROOT
 
 
@@ -42,7 +43,8 @@ def _finished(episodes: list[Any]) -> list[Any]:
 @flow(name="evaluate", log_prints=True)
 def eval_flow(config: str | PipelineConfig, rollout: str, baseline: str | None = None, verifier: str | None = None,
               verifier_kind: str = "generative", out: str | None = None) -> dict[str, Any]:
-    from components.tracking.training import flatten, training_run
+    from components.tracking.tracker import flatten
+    from components.tracking.training import training_run
 
     cfg = _config(config)
     episodes, _ = stage_episodes(cfg, [rollout])

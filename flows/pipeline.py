@@ -18,17 +18,17 @@ from typing import Any
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, load_config
 from components.pipeline.describe import describe
 from components.pipeline.dvc import dvc_file, metrics_path
+from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, stage_key
 from components.policies.engines import VLLMServers
+from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
 from components.tracking.tracker import MlflowTracker
 from components.training.datasets import read_manifest
-from components.training.stage import dataset_dir, merged_dir, stage_episodes
 from flows.checks import solvability_flow
 from flows.data import build_suite_flow, import_flow
 from flows.diag_pipeline import RUNNERS as DIAG_RUNNERS

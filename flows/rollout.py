@@ -11,9 +11,9 @@ from prefect import flow
 from rich.console import Console
 from tqdm import tqdm
 
-from components.config import PipelineConfig, as_config
 from components.envs.episode import Episode, Outcome
 from components.policies.protocol import Policy, PolicyRefusal
+from components.profile.config import PipelineConfig, as_config
 from components.rollout.collect import CollectionConfig, CollectionResult, collect
 from components.tracking.tracker import MlflowTracker
 from flows.runtime import PROJECT_ROOT

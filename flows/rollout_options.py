@@ -12,8 +12,8 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from components.config import PipelineConfig
 from components.policies.registry import PolicyConfig
+from components.profile.config import PipelineConfig
 from components.rollout.collect import CollectionConfig
 
 POLICY_FIELDS = {"--model": "model", "--base-url": "base_url", "--api-key-env": "api_key_env"}

@@ -169,8 +169,7 @@ def test_tracking_and_registry_on_postgres(mlflow_server: dict, tmp_path: Path, 
     from mlflow.tracking import MlflowClient
 
     import mlflow
-    from components.config import TrackingConfig
-    from components.tracking.tracker import MlflowTracker
+    from components.tracking.tracker import MlflowTracker, TrackingConfig
     from components.tracking.training import training_run
 
     url, db = mlflow_server["url"], mlflow_server["db"]

@@ -12,9 +12,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from components.pipeline.paths import init_model, merged_dir
 from components.pipeline.plan import Plan, Stage
 from components.pipeline.state import PipelineState, decide, stage_key
-from components.training.stage import DEEPSPEED_DIR, init_model, merged_dir
+from components.training.stage import DEEPSPEED_DIR
 
 
 def describe(plan: Plan, state: PipelineState, root: Path) -> list[dict[str, Any]]:

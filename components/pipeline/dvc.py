@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from components.pipeline.paths import dataset_dir, merged_dir
 from components.pipeline.plan import Plan, Stage
 from components.pipeline.state import DIAG_SECTIONS, stage_files
-from components.training.stage import dataset_dir, merged_dir
 
 # A stage's code deps are the files its pipeline stage key hashes (`state.stage_files`: the import closure of what it
 # runs, and what it reads), with every folder the closure holds whole written as the folder.

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from components.config import PipelineConfig, RolloutProfile
+from components.pipeline.paths import dataset_dir, merged_dir, run_dir
+from components.profile.config import PipelineConfig, RolloutProfile
 from components.training.config import DPOSettings, SFTSettings, VerifierSettings
-from components.training.stage import KINDS, Method, dataset_dir, merged_dir, run_dir
+from components.training.stage import KINDS
+from components.training.trainers import Method
 
 Kind = Literal["suite", "rollout", "train", "evaluate", "register",
                "diag_cohort", "diag_world", "diag_cold_start", "diag_grpo", "diag_evaluate", "diag_register"]
@@ -332,7 +334,7 @@ def diag_paths(cfg: PipelineConfig) -> dict[str, Path]:
 
 
 def build_diag_plan(cfg: PipelineConfig) -> Plan:
-    """cohort → world → cold_start → grpo → evaluate → register (components/diag/pipeline_config.py)."""
+    """cohort → world → cold_start → grpo → evaluate → register (components/profile/diag.py)."""
     if cfg.rollouts or cfg.training.model_fields_set or cfg.pipeline.self_improve.rounds:
         raise PlanError(f"profile {cfg.profile}: a `diag` profile runs DiagGym's stages only; move its rollouts, "
                         "training and self_improve sections to a profile of their own")

@@ -24,9 +24,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig
 from components.pipeline.closure import closure
 from components.pipeline.plan import Plan, Stage
+from components.profile.config import PipelineConfig
 
 # what each kind of stage runs: the components its flow calls (flows/pipeline.py's runners, flows/diag_pipeline.py's
 # flows and the flows they call); its key hashes their import closure, so a change anywhere they reach reruns it.
@@ -37,11 +37,11 @@ ENTRIES: dict[str, tuple[str, ...]] = {
               "components.tasks.record", "components.sandbox.factory", "components.sandbox.protocol",
               "components.sandbox.warm", "components.envs.solvability"),
     "rollout": ("components.rollout.collect", "components.envs.episode", "components.policies.protocol"),
-    "train": ("components.training.stage",),
+    "train": ("components.training.stage", "components.pipeline.paths"),
     "evaluate": ("components.evaluation.leaderboard", "components.evaluation.plots", "components.evaluation.report",
-                 "components.training.verifier", "components.training.stage"),
+                 "components.training.verifier", "components.training.stage", "components.pipeline.paths"),
     "register": ("components.registry", "components.training.datasets", "components.training.stage",
-                 "components.pipeline.provenance"),
+                 "components.pipeline.paths", "components.pipeline.provenance"),
     "diag_cohort": ("components.diag.cohort", "components.diag.validation"),
     "diag_world": ("components.diag.world", "components.diag.lm_world", "components.diag.fidelity",
                    "components.diag.record"),

@@ -9,7 +9,21 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from components.config import TrackingConfig
+from pydantic import BaseModel, ConfigDict
+
+
+class TrackingConfig(BaseModel):
+    """Where runs are tracked: a profile's `tracking` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # a local sqlite store by default: no server to start by hand
+    mlflow_uri: str = "sqlite:///mlflow/mlruns.db"  # MEDGYM_MLFLOW_URI, where set, overrides it
+    artifact_location: str = "mlflow/artifacts"
+    experiment: str = "medgym"
+    # set by the pipeline for the stages it runs: their runs nest under its run
+    parent_run_id: str | None = None
+
 
 _KEY_BAD = re.compile(r"[^\w\-. :/]")  # MLflow refuses other characters in a metric, param or tag key
 

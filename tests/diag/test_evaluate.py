@@ -297,8 +297,8 @@ def test_the_report_is_written_atomically_and_reads_back(agents, test_cases, wor
 def test_the_eval_stage_writes_and_tracks(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from components.config import PipelineConfig
     from components.diag.cohort import CohortConfig, write_cohort
+    from components.profile.config import PipelineConfig
     from flows.diag import eval_stage
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

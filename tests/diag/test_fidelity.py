@@ -11,7 +11,6 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from components.config import PipelineConfig
 from components.diag.catalogue import ExamKind, default_catalogue
 from components.diag.fidelity import (
     ContradictionRules,
@@ -27,6 +26,7 @@ from components.diag.fidelity import (
 from components.diag.profile import fill
 from components.diag.results import format_lab, parse_values, rounded
 from components.diag.world import RecordedWorldModel, from_scale, to_scale
+from components.profile.config import PipelineConfig
 
 CAT = default_catalogue()
 LABS = (ExamKind.LAB, ExamKind.PANEL)

@@ -9,8 +9,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from components.config import PipelineConfig
 from components.diag.record import load_cases
+from components.profile.config import PipelineConfig
 from tests.diag.conftest import write_diaggym
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig, load_config
 from components.pipeline.plan import PlanError, build_plan
 from components.pipeline.state import PipelineState, clear_outputs, stage_key
+from components.profile.config import PipelineConfig, load_config
 from tests.conftest import ROOT
 
 
@@ -128,8 +128,7 @@ def test_state_decides_new_resume_cached_stale_and_a_stale_stage_is_cleared(tmp_
 
 
 def test_a_deployment_points_every_profile_at_its_tracking_server(monkeypatch):
-    from components.config import TrackingConfig
-    from components.tracking.tracker import URI_ENV, MlflowTracker
+    from components.tracking.tracker import URI_ENV, MlflowTracker, TrackingConfig
 
     assert MlflowTracker(TrackingConfig(mlflow_uri="http://127.0.0.1:5000")).uri == "http://127.0.0.1:5000"
     monkeypatch.setenv(URI_ENV, "http://mlflow:5000")
@@ -139,8 +138,8 @@ def test_a_deployment_points_every_profile_at_its_tracking_server(monkeypatch):
 def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
     import yaml
 
-    from components.config import CONFIG_DIR
     from components.pipeline.dvc import render
+    from components.profile.config import CONFIG_DIR
 
     plan = build_plan(load_config("demo"))
     text = render(plan, CONFIG_DIR / "demo.yaml", ROOT)
@@ -157,8 +156,7 @@ def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
 def test_an_interrupted_pipeline_run_is_carried_on_under_its_parent_run_and_a_changed_profile_starts_anew(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from components.config import TrackingConfig
-    from components.tracking.tracker import MlflowTracker
+    from components.tracking.tracker import MlflowTracker, TrackingConfig
 
     tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'm.db'}", artifact_location=str(tmp_path / "a"),
                               experiment="resume")

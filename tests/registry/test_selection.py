@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig, RegistryConfig, load_config
 from components.evaluation.leaderboard import Interval, leaderboard
 from components.pipeline.plan import PlanError, build_plan
-from components.registry import Candidate, register, select, unselected, valid_figure
+from components.profile.config import PipelineConfig, load_config
+from components.registry import Candidate, RegistryConfig, register, select, unselected, valid_figure
 from tests.evaluation.test_leaderboard import rollout
 from tests.test_registry import evaluated
 from tests.test_registry import rollout as scored_rollout
@@ -202,8 +202,8 @@ def _suite(cfg: PipelineConfig, tasks: int = 8) -> None:
 def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_rollout(model_store, tmp_path,
                                                                                       tiny_model, monkeypatch):
     import flows.pipeline
+    from components.pipeline.paths import dataset_dir, merged_dir
     from components.training.datasets import DatasetManifest
-    from components.training.stage import dataset_dir, merged_dir
     from flows.register import register_flow
 
     tracking, _ = model_store
@@ -232,7 +232,7 @@ def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_ro
 
 def test_the_evaluate_stage_ranks_valid_rollouts_on_a_board_of_their_own(tmp_path, monkeypatch):
     import flows.pipeline
-    from components.config import TrackingConfig
+    from components.tracking.tracker import TrackingConfig
     from flows.evaluate import leaderboard_flow
 
     cfg = _profile(tmp_path).model_copy(update={"tracking": TrackingConfig(

@@ -9,29 +9,23 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from components.common.io import RecordError
-from components.diag.pipeline_config import DiagSettings
+from components.common.paths import PROJECT_ROOT
 from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
+from components.profile.diag import DiagSettings
+from components.registry.decision import RegistryConfig
 from components.rollout.collect import CollectionConfig
 from components.rollout.jobs import SamplingPlan
 from components.sandbox.protocol import Limits
+from components.tasks.suite import SuiteSize
+from components.tracking.tracker import TrackingConfig
 from components.training.config import DPOSettings, SFTSettings, TrainingConfig
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = PROJECT_ROOT / "configs"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class SuiteSize(_Strict):
-    """How many tasks each generator makes per split. The valid split is where choices (which trained model to
-    register) are read off, so the test split is read once, for the registered candidate; it is opt-in (0), so a
-    size without it builds the suite it built before."""
-
-    train_per_category: int = Field(ge=0)
-    test_per_category: int = Field(ge=0)
-    valid_per_category: int = Field(default=0, ge=0)
 
 
 class DataConfig(_Strict):
@@ -56,31 +50,6 @@ class SandboxConfig(_Strict):
     backend: Literal["process", "docker", "auto"] = "auto"
     stateful: bool = False
     limits: Limits = Field(default_factory=Limits)
-
-
-class TrackingConfig(_Strict):
-    # a local sqlite store by default: no server to start by hand
-    mlflow_uri: str = "sqlite:///mlflow/mlruns.db"  # MEDGYM_MLFLOW_URI, where set, overrides it
-    artifact_location: str = "mlflow/artifacts"
-    experiment: str = "medgym"
-    # set by the pipeline for the stages it runs: their runs nest under its run
-    parent_run_id: str | None = None
-
-
-class RegistryConfig(_Strict):
-    """Where models are registered and what a promotion needs."""
-
-    name: str = Field(default="medgym-agent", min_length=1, description="the registered model's name")
-    margin: float = Field(default=0.0, description="the observed mean candidate − reference must also exceed it")
-    champion_alias: str = "champion"
-    challenger_alias: str = "challenger"
-    # the same defaults as `components.evaluation.report.compare`, so a registry decision and an eval report agree
-    n_boot: int = Field(default=2000, ge=1)
-    seed: int = 0
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0,
-                         description="the one-sided level of the paired test, spent over the looks at one champion")
-    min_discordant: int = Field(default=5, ge=0, description="tasks on which the two disagree, needed before any promotion")
-    n_perm: int = Field(default=20000, ge=1, description="sign flips of the Monte Carlo permutation test (fractional scores)")
 
 
 class RolloutProfile(_Strict):
@@ -146,7 +115,7 @@ class PipelineConfig(_Strict):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
-    # DiagGym's stages (components/diag/pipeline_config.py): a profile with this section runs them instead
+    # DiagGym's stages (components/profile/diag.py): a profile with this section runs them instead
     diag: DiagSettings | None = None
     # the YAML file it was loaded from, so that an error can name it (None: a profile built in code)
     _path: Path | None = PrivateAttr(default=None)
