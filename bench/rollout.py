@@ -22,8 +22,9 @@ from rich.table import Table
 
 from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
-from components.rollout.collect import CollectionConfig, collect
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import load_episodes_dir
 
 ROOT = Path(__file__).resolve().parent.parent

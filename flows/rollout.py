@@ -14,7 +14,8 @@ from tqdm import tqdm
 from components.envs.episode import Episode, Outcome
 from components.policies.protocol import Policy, PolicyRefusal
 from components.profile.config import PipelineConfig, as_config
-from components.rollout.collect import CollectionConfig, CollectionResult, collect
+from components.rollout.collect import CollectionResult, collect
+from components.rollout.runner import CollectionConfig
 from components.tracking.tracker import MlflowTracker
 from flows.runtime import PROJECT_ROOT
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from components.policies.registry import PolicyConfig
 from components.profile.config import PipelineConfig
-from components.rollout.collect import CollectionConfig
+from components.rollout.runner import CollectionConfig
 
 POLICY_FIELDS = {"--model": "model", "--base-url": "base_url", "--api-key-env": "api_key_env"}
 COLLECTION_FIELDS = {"--split": ("split",), "--limit": ("limit",), "--k": ("plan", "k"), "--workers": ("workers",),

@@ -14,8 +14,8 @@ from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
 from components.profile.diag import DiagSettings
 from components.registry.decision import RegistryConfig
-from components.rollout.collect import CollectionConfig
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.sandbox.protocol import Limits
 from components.tasks.suite import SuiteSize
 from components.tracking.tracker import TrackingConfig

@@ -21,8 +21,9 @@ from components.envs.coding_env import EnvConfig
 from components.envs.episode import load_episodes, row_checksum
 from components.policies.registry import PolicyConfig
 from components.profile.config import PipelineConfig
-from components.rollout.collect import CollectionConfig, collect
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import EPISODES, load_episodes_dir, shard_name, shard_paths
 from components.training.stage import HeldOutEpisodeError
 from tests.training.conftest import build_dataset, text_episode, write_rollout
