@@ -24,7 +24,7 @@ def solvability_flow(tasks_path: Path, profile: str | PipelineConfig = "demo", s
     with sandbox_supply(cfg.sandbox.backend, limits) as supply:
         report = check_solvability(tasks, Path(tasks_path).parent, supply, env_cfg)
     with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(f"solvability-{split}") as run:
-        run.set_tags({"stage": "data.solvability", "profile": cfg.profile})
+        run.set_tags({"medgym.stage": "data.solvability", "medgym.profile": cfg.profile})
         run.log_params({"tasks": str(tasks_path), "split": split, "backend": cfg.sandbox.backend})
         run.log_metrics({"episodes": report.episodes, "solved": report.solved, "rate": report.rate,
                          **{f"rate_{d}": s / n for d, (n, s) in report.by_domain.items() if n}})

@@ -46,7 +46,7 @@ def validate_or_raise(path: Path) -> CaseValidationReport:
 def track_stage(cfg: PipelineConfig, name: str, stage: str, params: dict, metrics: dict, artifacts: list[Path]) -> None:
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
     with tracker.run(name) as run:
-        run.set_tags({"stage": stage, "profile": cfg.profile, **parent_tags(cfg.tracking)})
+        run.set_tags({"medgym.stage": stage, "medgym.profile": cfg.profile, **parent_tags(cfg.tracking)})
         run.log_params(params)
         run.log_metrics(metrics)
         for path in artifacts:

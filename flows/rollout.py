@@ -78,7 +78,8 @@ def _track(cfg: PipelineConfig, name: str, tasks: Path, out_dir: Path, config: C
     }
     summary = result.summary
     with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(f"rollout-{name}") as run:
-        run.set_tags({"stage": "rollout", "profile": cfg.profile, "collection": name, "policy": policy.backend})
+        run.set_tags({"medgym.stage": "rollout", "medgym.profile": cfg.profile, "medgym.collection": name,
+                      "medgym.policy": policy.backend})
         run.log_params(params)
         run.log_metrics({**{k.replace("/", "."): v for k, v in summary.items()},
                          "planned": result.planned, "skipped": result.skipped, "refused": len(result.refused),

@@ -25,7 +25,9 @@ class TrackingConfig(BaseModel):
     parent_run_id: str | None = None
 
 
-_KEY_BAD = re.compile(r"[^\w\-. :/]")  # MLflow refuses other characters in a metric, param or tag key
+# what MLflow takes in a metric, param or tag key on every platform (a colon only off Windows), and how long
+_KEY_BAD = re.compile(r"[^\w\-. /]")
+KEY_MAX = 250
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -41,8 +43,10 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def mlflow_key(key: str) -> str:
-    """A name as an MLflow key: "pass@1" -> "pass_at_1", a path-like model name "lm:org/m" -> "lm_org/m"."""
-    return _KEY_BAD.sub("_", key.replace("@", "_at_"))
+    """A name as an MLflow key, the one rule every run's keys follow: "pass@1" -> "pass_at_1",
+    "code_error:KeyError" -> "code_error_KeyError", a path-like model name "lm:org/m" -> "lm_org/m"; cut at
+    KEY_MAX characters."""
+    return _KEY_BAD.sub("_", key.replace("@", "_at_"))[:KEY_MAX]
 
 
 class Run(Protocol):

@@ -257,7 +257,7 @@ def test_the_fidelity_stage_writes_and_tracks_the_card(tmp_path):
 
     client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("diag-test").experiment_id])
-    assert run.data.tags["stage"] == "diag.fidelity" and run.data.params["models"] == "recorded,statistical"
+    assert run.data.tags["medgym.stage"] == "diag.fidelity" and run.data.params["models"] == "recorded,statistical"
     assert run.data.metrics["recorded.variance_ratio_mean"] == pytest.approx(1.0)
     assert run.data.metrics["statistical.wasserstein_mean"] == pytest.approx(result["models"]["statistical"]["wasserstein_mean"])
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"card.md", "card.json"}
