@@ -6,12 +6,12 @@ from pathlib import Path
 
 from prefect import flow
 
+from components.common.paths import PROJECT_ROOT
 from components.envs.solvability import check_solvability
 from components.profile.config import PipelineConfig, as_config
 from components.sandbox.warm import sandbox_supply
 from components.tasks.record import load_tasks
 from components.tracking.tracker import MlflowTracker
-from flows.runtime import PROJECT_ROOT
 
 
 @flow(name="check-solvability", log_prints=True)

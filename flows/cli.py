@@ -126,10 +126,10 @@ def pipeline_dvc(
     """Write dvc.yaml from the profile's plan: one DVC stage per pipeline stage (`--only <stage>`); a DiagGym
     profile's goes to pipelines/<profile>/dvc.yaml."""
     from components.common.io import atomic_write
+    from components.common.paths import PROJECT_ROOT
     from components.pipeline.dvc import dvc_file, render
     from components.profile.config import CONFIG_DIR
     from flows.pipeline import load_plan
-    from flows.runtime import PROJECT_ROOT
 
     path = Path(profile) if Path(profile).suffix else CONFIG_DIR / f"{profile}.yaml"
     plan = load_plan(profile)

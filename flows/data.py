@@ -11,13 +11,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from components.common.io import atomic_write
+from components.common.paths import PROJECT_ROOT
 from components.profile.config import PipelineConfig, SandboxConfig, as_config
 from components.sandbox.protocol import Limits, Sandbox
 from components.tasks import suite as suite_mod
 from components.tasks.importers.medagentgym import ImportOptions, ImportReport, import_release
 from components.tasks.validation import ValidationReport, validate_tasks
 from components.tracking.tracker import MlflowTracker
-from flows.runtime import PROJECT_ROOT
 
 
 def suite_sandbox_opener(config: SandboxConfig):

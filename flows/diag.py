@@ -14,6 +14,7 @@ from pathlib import Path
 from prefect import flow
 
 from components.common.io import atomic_write
+from components.common.paths import PROJECT_ROOT
 from components.diag.baselines import make_baselines
 from components.diag.cohort import CohortConfig, write_cohort
 from components.diag.env import DiagEnvConfig
@@ -25,7 +26,6 @@ from components.diag.validation import CaseValidationReport, validate_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
 from components.profile.config import PipelineConfig, as_config
 from components.tracking.tracker import MlflowTracker, mlflow_key, parent_tags
-from flows.runtime import PROJECT_ROOT
 
 
 class CaseValidationError(ValueError):

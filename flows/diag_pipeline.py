@@ -20,6 +20,7 @@ from typing import Any
 from prefect import flow
 
 from components.common.io import atomic_write
+from components.common.paths import PROJECT_ROOT
 from components.diag.evaluate import DiagReport, build_report, run_agent, single_turn, write_evaluation
 from components.diag.fidelity import evaluate_fidelity, load_card, write_card
 from components.diag.metrics import CaseOutcome, outcome_of
@@ -35,10 +36,10 @@ from components.profile.diag import DiagSettings
 from components.registry import Evaluation, as_conditions, case_hashes, register
 from components.tracking.tracker import flatten, mlflow_key
 from components.tracking.training import MlflowStepLogger, training_run
+from components.training.trainers import MERGED
 from flows.diag import build_cohort_stage, track_card, track_stage
-from flows.runtime import PROJECT_ROOT, say
+from flows.runtime import say
 
-MERGED = "merged"
 WORLD_FILE = "statistical.json"  # in the world stage's folder: the one world every later stage loads
 TEST = "test"  # evaluate's folder for the test split's episodes and report
 # the comparisons the report makes, a - b, where both agents played

@@ -13,6 +13,7 @@ from typing import Any
 from prefect import flow
 
 from components.common.io import atomic_write
+from components.common.paths import PROJECT_ROOT
 from components.evaluation.metrics import success_report
 from components.evaluation.report import compare, verifier_report
 from components.pipeline.paths import stage_episodes
@@ -22,7 +23,6 @@ from components.registry.evaluation import DEFAULT_METRIC
 from components.rollout.store import EPISODES, load_episodes_dir
 from components.tracking.tracker import flatten, mlflow_key
 from components.training.stage import verifier_scorer
-from flows.runtime import PROJECT_ROOT
 
 
 def _config(config: str | PipelineConfig) -> PipelineConfig:

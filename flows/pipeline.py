@@ -18,6 +18,7 @@ from typing import Any
 from prefect import flow
 
 from components.common.io import atomic_write
+from components.common.paths import PROJECT_ROOT
 from components.pipeline.describe import describe
 from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
@@ -35,7 +36,7 @@ from flows.diag_pipeline import RUNNERS as DIAG_RUNNERS
 from flows.evaluate import leaderboard_flow
 from flows.register import register_flow
 from flows.rollout import raise_if_all_refused, rollout_flow
-from flows.runtime import PROJECT_ROOT, say
+from flows.runtime import say
 from flows.training import train_flow
 
 

@@ -11,13 +11,13 @@ from prefect import flow
 from rich.console import Console
 from tqdm import tqdm
 
+from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode, Outcome
 from components.policies.protocol import Policy, PolicyRefusal
 from components.profile.config import PipelineConfig, as_config
 from components.rollout.collect import CollectionResult, collect
 from components.rollout.runner import CollectionConfig
 from components.tracking.tracker import MlflowTracker
-from flows.runtime import PROJECT_ROOT
 
 SAMPLE_EPISODES = 20  # episodes logged as artifacts per collection (the shards hold them all)
 

@@ -6,11 +6,11 @@ from typing import Any
 
 from prefect import flow, task
 
+from components.common.paths import PROJECT_ROOT
 from components.pipeline.paths import init_model, stage_dirs
 from components.pipeline.plan import check_training_episodes
 from components.profile.config import PipelineConfig, as_config
 from components.training.stage import build_dataset, run_stage
-from flows.runtime import PROJECT_ROOT
 
 
 @task(name="build-dataset")

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from components.common.paths import PROJECT_ROOT
 from components.pipeline.paths import init_model, merged_dir
 from components.pipeline.plan import Plan, Stage
 from components.pipeline.state import PipelineState, decide, stage_key
@@ -86,7 +87,7 @@ def launch_command(processes: int, deepspeed: str) -> str:
         return "in process (one CPU or GPU)"
     config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
     return (f"{Path(sys.executable).name} -m accelerate.commands.launch --config_file "
-            f"{config.relative_to(DEEPSPEED_DIR.parent.parent)} --num_processes {processes} "
+            f"{config.relative_to(PROJECT_ROOT)} --num_processes {processes} "
             "-m components.training.worker <job.json>")
 
 

@@ -237,7 +237,7 @@ def register(config: RegistryConfig, tracking: TrackingConfig, candidate: Evalua
         raise ValueError(f"register: the candidate's evaluation has no {' and no '.join(unrecorded)}; without them "
                          "no later candidate could be paired with it")
     if commit is None:
-        from components.policies.models import PROJECT_ROOT
+        from components.common.paths import PROJECT_ROOT
 
         commit, dirty = git_commit(project_root or PROJECT_ROOT)
     else:

@@ -13,12 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode
 from components.rollout.jobs import RolloutJob
 from components.rollout.runner import CollectionConfig, collection_sandboxes, run_jobs
 from components.rollout.scheduler import SchedulerStats
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Worker:
