@@ -60,7 +60,7 @@ class StageDirs:
 
     name: str  # the stage: its method's name, or a self-improvement round's (`round1-sft`)
     dataset: Path  # its dataset folder (a DVC output)
-    run: Path  # its checkpoints and launch log
+    run: Path  # its checkpoints (its launch log is written beside it)
     merged: Path  # the plain checkpoint the policies load
     rollouts: dict[str, Path] = field(default_factory=dict)  # the folders of the rollouts its `episodes` name
 
