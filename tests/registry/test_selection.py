@@ -219,7 +219,7 @@ def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_ro
         dataset_dir(cfg, m).mkdir(parents=True)
         (dataset_dir(cfg, m) / "manifest.json").write_text(manifest.model_dump_json())
     monkeypatch.setattr(flows.pipeline, "register_flow", register_flow.fn)  # the flow's body, without a Prefect server
-    out = flows.pipeline.run_register(plan, cfg, plan["register"], {})
+    out = flows.pipeline.run_register(plan, cfg, plan["register"])
     assert (out["chosen"], out["chosen_on"], out["test_reads"]) == ("sft", "valid", 3)
 
     from mlflow.tracking import MlflowClient
@@ -242,7 +242,7 @@ def test_the_evaluate_stage_ranks_valid_rollouts_on_a_board_of_their_own(tmp_pat
     assert plan["evaluate"].needs == ("base", "sft_test", "sft_valid")
     _played(cfg, {"base": 1, "sft_test": 5, "sft_valid": 6})
     monkeypatch.setattr(flows.pipeline, "leaderboard_flow", leaderboard_flow.fn)
-    out = flows.pipeline.run_evaluate(plan, plan.cfg, plan["evaluate"], {})
+    out = flows.pipeline.run_evaluate(plan, plan.cfg, plan["evaluate"])
     board = Path(out["report_dir"])
     test_md, valid_md = (board / "leaderboard.md").read_text(), (board / "valid" / "leaderboard.md").read_text()
     assert "sft_test" in test_md and "sft_valid" not in test_md
