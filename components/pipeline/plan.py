@@ -6,13 +6,13 @@ A stage is one of: `suite` (build or import the tasks), a rollout of the profile
 chosen model into the registry).
 Each kind of stage is one object (components/pipeline/kinds/) that builds its stages from the profile; this module
 chains them. What a stage needs is read off the profile: a rollout needs the training stage whose merged model its
-policy plays, a training stage the rollouts of its `episodes`, the stage it starts from and, when it ranks by the
-verifier, the verifier. The model registered is chosen on the valid split where the profile plays its trained
-policies there (`Plan.on_valid`: the register stage reads those rollouts and every candidate's test rollout, and
-components.registry.selection picks), else it is the last policy trained (`Plan.final`). Self-improvement rounds
-become ordinary stages here, so everything downstream (keys, caching, tracking, the dry run) treats them like any
-other. A training stage reads only rollouts of the train split (`refuse_held_out_episodes`): a profile that would
-train on valid or test tasks has no plan.
+policy plays (`model: {stage: sft}`), a training stage the rollouts of its `episodes`, the stage it starts from and,
+when it ranks by the verifier, the verifier. The model registered is chosen on the valid split where the profile
+plays its trained policies there (`Plan.on_valid`: the register stage reads those rollouts and every candidate's
+test rollout, and components.registry.selection picks), else it is the last policy trained (`Plan.final`).
+Self-improvement rounds become ordinary stages here, so everything downstream (keys, caching, tracking, the dry run)
+treats them like any other. A training stage reads only rollouts of the train split (`refuse_held_out_episodes`): a
+profile that would train on valid or test tasks has no plan.
 """
 
 from __future__ import annotations
@@ -96,16 +96,12 @@ class Plan:
 
     def policies(self) -> list[Policy]:
         """Every trained policy in training order, with the test and valid rollouts that play it."""
-        def playing(model: str, names: list[str]) -> str | None:
-            return next((n for n in names if str(self.cfg.rollouts[n].policy.options.get("model", "")) == model), None)
+        def playing(stage: str, names: list[str]) -> str | None:
+            return next((n for n in names if self.cfg.rollouts[n].plays == stage), None)
 
         tests, valids = self.test_rollouts(), self.valid_rollouts()
-        out = []
-        for stage in self.stages:
-            if stage.kind == "train" and stage.method != "verifier":
-                model = str(merged_dir(self.cfg, stage.method, stage.name))  # type: ignore[arg-type]
-                out.append(Policy(stage, playing(model, tests), playing(model, valids)))
-        return out
+        return [Policy(s, playing(s.name, tests), playing(s.name, valids))
+                for s in self.stages if s.kind == "train" and s.method != "verifier"]
 
     def on_valid(self) -> list[Policy]:
         """The candidates for registration: the trained policies a valid rollout plays (empty: no choice on valid)."""
@@ -122,11 +118,7 @@ class Plan:
         is no model trained here (the base model)."""
         if self.cfg.pipeline.baseline:
             return self.cfg.pipeline.baseline
-        trained = {str(merged_dir(self.cfg, s.method, s.name)) for s in self.stages if s.kind == "train"}  # type: ignore[arg-type]
-        for name in self.test_rollouts():
-            if str(self.cfg.rollouts[name].policy.options.get("model", "")) not in trained:
-                return name
-        return None
+        return next((n for n in self.test_rollouts() if self.cfg.rollouts[n].plays is None), None)
 
     def final(self) -> tuple[Stage, str] | None:
         """The last policy trained and the test rollout that plays it: what is registered where no valid rollout
@@ -188,36 +180,53 @@ def trainings(cfg: PipelineConfig) -> list[Training]:
     return out
 
 
-def expand_rounds(cfg: PipelineConfig) -> PipelineConfig:
-    """The profile with its self-improvement rounds' rollouts: round r plays the train split with the previous
-    round's model (`round<r>_train`), and the held-out split with its `round<r>-dpo` (`round<r>_test`) and, where
-    the profile says how, the valid split (`round<r>_valid`: the round's model is then a candidate for
+def trained(cfg: PipelineConfig) -> dict[str, Method]:
+    """The training stages the profile runs, by name, with their methods."""
+    return {name: method for name, method, _, r in trainings(cfg) if r or method in cfg.training.model_fields_set}
+
+
+def expand_rollouts(cfg: PipelineConfig) -> PipelineConfig:
+    """The profile's rollouts as the plan plays them: self-improvement rounds' added, and each rollout that plays a
+    training stage's model (`plays`) given that stage's merged folder. Round r plays the train split with the
+    previous round's model (`round<r>_train`), and the held-out split with its `round<r>-dpo` (`round<r>_test`)
+    and, where the profile says how, the valid split (`round<r>_valid`: the round's model is then a candidate for
     registration)."""
+    methods = trained(cfg)
+    folders = {str(merged_dir(cfg, method, name)): name for name, method, _, _ in trainings(cfg)}
+    rollouts: dict[str, RolloutProfile] = {}
+    for name, r in cfg.rollouts.items():
+        model = str(r.policy.options.get("model", ""))
+        if r.plays is None and model in folders:
+            raise PlanError(f"{cfg.source}: rollouts.{name} plays {model}, the {folders[model]} stage's model: write "
+                            f"`model: {{stage: {folders[model]}}}`, so that the plan runs it after that stage")
+        if r.plays is not None and r.plays not in methods:
+            raise PlanError(f"{cfg.source}: rollouts.{name} plays the model of stage {r.plays!r}, which profile "
+                            f"{cfg.profile} does not train (it trains: {', '.join(methods) or 'nothing'})")
+        rollouts[name] = r if r.plays is None else _playing(r, cfg, r.plays, methods[r.plays], r.split)
     si = cfg.pipeline.self_improve
-    if si.rounds == 0:
-        return cfg
-    if si.train.split not in (None, "train"):
+    if si.rounds and si.train.split not in (None, "train"):
         raise PlanError(f"{cfg.source}: pipeline.self_improve.train plays split {si.train.split!r}, and each round's "
                         "sft and dpo train on it: training reads train episodes only (set "
                         "pipeline.self_improve.train.split: train, or leave it out)")
-    rollouts = dict(cfg.rollouts)
-    prev = merged_dir(cfg, si.init)  # type: ignore[arg-type]
+    prev: tuple[str, Method] = (si.init, si.init)  # type: ignore[assignment]
     for r in range(1, si.rounds + 1):
         train_name, test_name, valid_name = f"round{r}_train", f"round{r}_test", f"round{r}_valid"
         for name in (train_name, test_name, valid_name):
             if name in cfg.rollouts:
                 raise PlanError(f"rollout {name!r} is made by pipeline.self_improve; rename the profile's own")
-        rollouts[train_name] = _playing(si.train, prev, "train")
-        prev = merged_dir(cfg, "dpo", _stage_name("dpo", r))
-        rollouts[test_name] = _playing(si.test, prev, "test")
+        rollouts[train_name] = _playing(si.train, cfg, *prev, "train")
+        prev = (_stage_name("dpo", r), "dpo")
+        rollouts[test_name] = _playing(si.test, cfg, *prev, "test")
         if si.valid is not None:
-            rollouts[valid_name] = _playing(si.valid, prev, "valid")
+            rollouts[valid_name] = _playing(si.valid, cfg, *prev, "valid")
     return cfg.model_copy(update={"rollouts": rollouts})
 
 
-def _playing(template: RolloutProfile, model: Path, split: str) -> RolloutProfile:
-    policy = template.policy.model_copy(update={"options": {**template.policy.options, "model": str(model)}})
-    return template.model_copy(update={"policy": policy, "split": template.split or split})
+def _playing(template: RolloutProfile, cfg: PipelineConfig, stage: str, method: Method,
+             split: str | None) -> RolloutProfile:
+    options = {**template.policy.options, "model": str(merged_dir(cfg, method, stage))}
+    policy = template.policy.model_copy(update={"options": options})
+    return template.model_copy(update={"policy": policy, "plays": stage, "split": template.split or split})
 
 
 def build_plan(cfg: PipelineConfig) -> Plan:
@@ -226,8 +235,7 @@ def build_plan(cfg: PipelineConfig) -> Plan:
     adds its stages. A profile with a `diag` section runs DiagGym's stages."""
     if cfg.diag is not None:
         return build_diag_plan(cfg)
-    trainings(cfg)  # a bad self_improve.init is named first
-    plan = Plan(expand_rounds(cfg))
+    plan = Plan(expand_rollouts(cfg))
     kinds = family("coding")
     candidates: dict[str, Stage] = {}
     for kind in kinds:

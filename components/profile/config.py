@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from components.common.io import RecordError
 from components.common.paths import PROJECT_ROOT
@@ -53,9 +53,16 @@ class SandboxConfig(_Strict):
 
 
 class RolloutProfile(_Strict):
-    """One named collection of a profile; the environment and sandbox come from the profile unless overridden."""
+    """One named collection of a profile; the environment and sandbox come from the profile unless overridden.
+
+    A policy that plays a model this profile trains names the training stage, `model: {stage: sft}` among its
+    options, rather than its folder: the profile keeps the stage as `plays`, and the plan
+    (components/pipeline/plan.py) sets the model to that stage's merged folder and runs the rollout after it. A
+    `model` that is a path or a name is a checkpoint from elsewhere, played as it is."""
 
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    plays: str | None = Field(default=None, description="the training stage whose merged model the policy plays "
+                              "(written `policy.options.model: {stage: <name>}`)")
     plan: SamplingPlan = Field(default_factory=SamplingPlan)
     split: str | None = None
     limit: int | None = Field(default=None, ge=1)
@@ -65,6 +72,24 @@ class RolloutProfile(_Strict):
     ray_address: str | None = None
     env: dict[str, Any] = Field(default_factory=dict, description="overrides of the profile's env section")
     out_dir: Path | None = Field(default=None, description="default: data/rollouts/<profile>/<name>")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stage_model(cls, data: Any) -> Any:
+        # `model: {stage: X}` leaves the options (whose backend config takes a path) for `plays`, before the
+        # policy is validated
+        policy = data.get("policy") if isinstance(data, dict) else None
+        options = policy.get("options") if isinstance(policy, dict) else None
+        model = options.get("model") if isinstance(options, dict) else None
+        if not isinstance(model, dict):
+            return data
+        if set(model) != {"stage"} or not isinstance(model["stage"], str):
+            raise ValueError(f"policy.options.model is a checkpoint (a path or a model name) or {{stage: <a training "
+                             f"stage of the profile>}}, not {model}")
+        if data.get("plays") not in (None, model["stage"]):
+            raise ValueError(f"plays {data['plays']!r} and policy.options.model {model} name two stages")
+        rest = {k: v for k, v in options.items() if k != "model"}
+        return {**data, "policy": {**policy, "options": rest}, "plays": model["stage"]}
 
 
 class SelfImproveConfig(_Strict):
@@ -133,6 +158,9 @@ class PipelineConfig(_Strict):
             known = ", ".join(self.rollouts) or "none"
             raise KeyError(f"profile {self.profile} has no rollout {name!r} (it has: {known})")
         r = self.rollouts[name]
+        if r.plays is not None and "model" not in r.policy.options:
+            raise ValueError(f"{self.source}: rollouts.{name} plays the {r.plays} stage's model, whose folder the plan "
+                             "sets (expand_rollouts, components/pipeline/plan.py): collect it from the plan's profile")
         env = EnvConfig.model_validate({**self.env.model_dump(), **r.env})
         return CollectionConfig(policy=r.policy, plan=r.plan, split=r.split, limit=r.limit,
                                 categories=r.categories if r.categories is not None else self.focus, workers=r.workers,

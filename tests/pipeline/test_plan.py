@@ -69,6 +69,31 @@ def test_a_method_the_profile_does_not_configure_is_not_trained():
     assert plan.names == ["suite", "teacher", "base", "sft", "evaluate"]  # no held-out rollout plays sft: no register
 
 
+def test_a_rollout_names_the_stage_whose_model_it_plays_and_the_plan_sets_its_folder():
+    raw = load_config("smoke").model_dump(mode="json", exclude_unset=True)
+    assert raw["rollouts"]["dpo_test"]["plays"] == "dpo" and "model" not in raw["rollouts"]["dpo_test"]["policy"]["options"]
+    plan = build_plan(load_config("smoke"))
+    assert plan.cfg.rollouts["dpo_test"].policy.options["model"] == "models/smoke/dpo/merged"
+    assert plan["dpo_test"].needs == ("suite", "dpo") and plan["base"].needs == ("suite",)  # base: a checkpoint
+    assert (plan.cfg.rollouts["round1_test"].plays, plan.cfg.rollouts["round1_train"].plays) == ("round1-dpo", "dpo")
+    with pytest.raises(ValueError, match=r"rollouts.dpo_test plays the dpo stage's model, whose folder the plan sets"):
+        load_config("smoke").collection("dpo_test")
+
+    def with_model(model: object) -> PipelineConfig:
+        rollouts = {**raw["rollouts"], "dpo_test": {**raw["rollouts"]["dpo_test"], "plays": None,
+                                                    "policy": {"backend": "hf", "options": {"model": model}}}}
+        return PipelineConfig.model_validate({**raw, "rollouts": rollouts})
+
+    with pytest.raises(PlanError, match=r"rollouts.dpo_test plays models/smoke/dpo/merged, the dpo stage's model: "
+                                        r"write `model: \{stage: dpo\}`"):
+        build_plan(with_model("models/smoke/dpo/merged"))
+    with pytest.raises(PlanError, match=r"rollouts.dpo_test plays the model of stage 'dpo2', which profile smoke does "
+                                        r"not train \(it trains: sft, verifier, dpo, round1-sft, round1-dpo\)"):
+        build_plan(with_model({"stage": "dpo2"}))
+    with pytest.raises(ValueError, match=r"policy.options.model is a checkpoint \(a path or a model name\) or"):
+        with_model({"stage": "dpo", "path": "x"})
+
+
 def test_bad_stage_lists_name_what_is_wrong():
     with pytest.raises(PlanError, match=r"names 'sfft', which profile smoke does not configure"):
         build_plan(_cfg(pipeline={"stages": ["suite", "teacher", "sfft"]}))

@@ -81,14 +81,11 @@ def _profile(tmp_path: Path, valid: bool = True) -> PipelineConfig:
     raw["data"]["out_dir"] = str(tmp_path / "suite")
     raw["training"] |= {"out_dir": str(tmp_path / "models"), "data_dir": str(tmp_path / "training")}
     raw["pipeline"]["reports_dir"] = str(tmp_path / "reports")
-    models = {m: str(tmp_path / "models" / "smoke" / m / "merged") for m in ("sft", "dpo")}
-    raw["rollouts"]["sft_train"]["policy"]["options"]["model"] = models["sft"]
-    raw["rollouts"]["dpo_test"]["policy"]["options"]["model"] = models["dpo"]
-    raw["rollouts"]["sft_test"] = {**raw["rollouts"]["dpo_test"], "policy": {"backend": "hf",
-                                                                            "options": {"model": models["sft"]}}}
+    raw["rollouts"]["sft_test"] = {**raw["rollouts"]["dpo_test"], "plays": None,
+                                   "policy": {"backend": "hf", "options": {"model": {"stage": "sft"}}}}
     if valid:
         for m in ("sft", "dpo"):
-            raw["rollouts"][f"{m}_valid"] = {"policy": {"backend": "hf", "options": {"model": models[m]}},
+            raw["rollouts"][f"{m}_valid"] = {"policy": {"backend": "hf", "options": {"model": {"stage": m}}},
                                              "plan": {"k": 1, "max_new_tokens": 32}, "split": "valid"}
     for name, r in raw["rollouts"].items():
         r["out_dir"] = str(tmp_path / "rollouts" / name)

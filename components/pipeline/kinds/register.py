@@ -60,5 +60,5 @@ def _needs(plan: Plan) -> tuple[str, ...] | None:
         p = untested[0]
         raise PlanError(f"{plan.cfg.source}: rollouts.{p.valid} plays {p.stage.name}'s model on valid, and no test "
                         f"rollout plays it: a model chosen on valid is registered on its test figure (add a rollout "
-                        f"of {merged_dir(plan.cfg, p.stage.method, p.stage.name)} with split: test)")  # type: ignore[arg-type]
+                        f"with `model: {{stage: {p.stage.name}}}` and split: test)")
     return tuple(dict.fromkeys(n for p in candidates for n in (p.stage.name, p.valid, p.test)))  # type: ignore[misc]

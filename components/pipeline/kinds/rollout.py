@@ -1,5 +1,5 @@
 """A rollout: one named collection of the profile (`rollouts:`, and each self-improvement round's), played on the
-suite's tasks by its policy; it runs after the training stage whose merged model it plays."""
+suite's tasks by its policy; it runs after the training stage whose merged model it plays (`plays`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from collections import Counter
 from typing import Any
 
 from components.pipeline.kinds import StageKind, stage_kind
-from components.pipeline.paths import merged_dir
-from components.pipeline.plan import SUITE, Plan, Stage, trainings
+from components.pipeline.plan import SUITE, Plan, Stage
 
 
 def _round(name: str) -> int:
@@ -23,13 +22,8 @@ class Rollout(StageKind):
 
     def stages(self, plan: Plan) -> list[Stage]:
         cfg = plan.cfg
-        made_by = {str(merged_dir(cfg, method, name)): name for name, method, _, _ in trainings(cfg)}  # folder -> stage
-        out = []
-        for name, r in cfg.rollouts.items():
-            model = str(r.policy.options.get("model", ""))
-            needs = (SUITE,) + ((made_by[model],) if model in made_by else ())
-            out.append(Stage(name, self.name, needs, round=_round(name), outputs=(cfg.rollout_dir(name),)))
-        return out
+        return [Stage(name, self.name, (SUITE, *([r.plays] if r.plays else [])), round=_round(name),
+                      outputs=(cfg.rollout_dir(name),)) for name, r in cfg.rollouts.items()]
 
     def inputs(self, plan: Plan, stage: Stage) -> dict[str, Any]:
         cfg = plan.cfg
