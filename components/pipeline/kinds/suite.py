@@ -16,13 +16,12 @@ class Suite(StageKind):
     entries = ("components.tasks.suite", "components.tasks.importers.medagentgym", "components.tasks.validation",
                "components.tasks.record", "components.sandbox.factory", "components.sandbox.protocol",
                "components.sandbox.warm", "components.envs.solvability")
-    sections = ("data",)
+    # the sandbox confirms each reference answer (a task whose code fails there is dropped) and runs the solvability
+    # check: its backend and limits decide the suite like `data` does
+    sections = ("data", "sandbox")
 
     def stages(self, plan: Plan) -> list[Stage]:
         return [Stage(SUITE, self.name, outputs=(plan.cfg.data.out_dir,))]
-
-    def params(self, plan: Plan, stage: Stage) -> list[str]:
-        return ["data", "sandbox"]
 
     def details(self, plan: Plan, stage: Stage, tasks: Counter[tuple[str, str]] | None) -> dict[str, Any]:
         data = plan.cfg.data
