@@ -19,10 +19,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from components.config import SuiteSize
 from components.tasks.generators import all_generators
 from components.tasks.spread import Spread, category_spread
-from components.tasks.suite import generate_category
+from components.tasks.suite import SuiteSize, generate_category
 
 
 def spreads(per_category: int, seed: int, only: list[str] | None = None) -> list[Spread]:

@@ -18,14 +18,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Sampling
 from components.envs.prompt import agent_messages
 from components.policies.protocol import GenerationRequest, Policy
 from components.policies.tokens import ChatTokens
 from components.rollout.collect import select_tasks
 from components.tasks.record import load_tasks
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _requests(chat: ChatTokens, tasks_path: Path, n: int, new_tokens: int) -> list[GenerationRequest]:
@@ -44,7 +43,7 @@ def _timed(policy: Policy, batches: list[list[GenerationRequest]]) -> tuple[floa
 
 
 def main(episodes: int = 16, new_tokens: int = 64, model: str = "SmolLM2-135M-Instruct",
-         tasks: Path = ROOT / "data" / "demo" / "tasks.jsonl", vllm: bool = False, dtype: str = "bfloat16") -> None:
+         tasks: Path = PROJECT_ROOT / "data" / "demo" / "tasks.jsonl", vllm: bool = False, dtype: str = "bfloat16") -> None:
     from components.policies.hf import HFConfig, HFPolicy
 
     hf = HFPolicy(HFConfig(model=model, dtype=dtype))

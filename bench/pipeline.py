@@ -64,7 +64,7 @@ def profile(tmp: Path, suite: Path, name: str, teacher_tasks: int, base_tasks: i
 
 
 def ensure_suite(path: Path) -> Path:
-    from components.config import load_config
+    from components.profile.config import load_config
     from components.tasks.suite import build_suite
     from flows.data import suite_sandbox_opener
 
@@ -76,7 +76,8 @@ def ensure_suite(path: Path) -> Path:
 
 def direct(path: Path) -> float:
     """The stages' components, called in order without a flow, a state record or rollout tracking."""
-    from components.config import load_config
+    from components.pipeline.paths import init_model, stage_dirs
+    from components.profile.config import load_config
     from components.rollout.collect import collect
     from components.training.stage import build_dataset, run_stage
 
@@ -85,8 +86,8 @@ def direct(path: Path) -> float:
     tasks = Path(cfg.data.out_dir) / "tasks.jsonl"
     for name in ("teacher", "base"):
         collect(tasks, cfg.rollout_dir(name), cfg.collection(name))
-    build_dataset(cfg, "sft")
-    run_stage(cfg, "sft", log_model=False, project_root=ROOT)
+    build_dataset(cfg, "sft", stage_dirs(cfg, "sft"), stage_dirs(cfg, "verifier"))
+    run_stage(cfg, "sft", stage_dirs(cfg, "sft"), init_model(cfg, "sft"), log_model=False, project_root=ROOT)
     return time.perf_counter() - start
 
 

@@ -40,8 +40,11 @@ from scipy.stats import beta
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from components.config import RegistryConfig  # noqa: E402
-from components.registry import Evaluation, decide  # noqa: E402
+from components.registry import (  # noqa: E402
+    Evaluation,
+    RegistryConfig,  # noqa: E402
+    decide,
+)
 from components.registry.significance import spent_alpha  # noqa: E402
 
 Sampler = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]

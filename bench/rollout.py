@@ -20,13 +20,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from components.common.paths import PROJECT_ROOT
 from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
-from components.rollout.collect import CollectionConfig, collect
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import load_episodes_dir
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(tasks_path: Path, n: int, workers: int, ray: bool, backend: str) -> dict[str, float]:
@@ -49,11 +49,11 @@ def _run(tasks_path: Path, n: int, workers: int, ray: bool, backend: str) -> dic
             "loop_ms": 1000 * max(wall * workers - inside, 0.0) / max(len(turns), 1)}
 
 
-def main(tasks: int = 48, backend: str = "process", tasks_file: Path = ROOT / "data" / "demo" / "tasks.jsonl") -> None:
+def main(tasks: int = 48, backend: str = "process", tasks_file: Path = PROJECT_ROOT / "data" / "demo" / "tasks.jsonl") -> None:
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=str(ROOT / ".state" / "ray"),
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=str(PROJECT_ROOT / ".state" / "ray"),
+             runtime_env={"env_vars": {"PYTHONPATH": str(PROJECT_ROOT)}})
     rows = {}
     try:
         _run(tasks_file, 4, 1, False, backend)  # warm-up: page cache, imports, first sandbox start

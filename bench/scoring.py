@@ -19,15 +19,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode
 from components.policies.models import SMOLLM2, resolve_model
 from components.policies.tokens import episode_token_ids
 from components.rollout.store import EpisodeStore
 from components.training.verifier import VerifierScorer
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_EPISODES = [ROOT / "data" / "rollouts" / "demo" / n for n in ("sft_test", "sft_train")]
-DEFAULT_MODEL = ROOT / "models" / "demo" / "verifier" / "merged"
+DEFAULT_EPISODES = [PROJECT_ROOT / "data" / "rollouts" / "demo" / n for n in ("sft_test", "sft_train")]
+DEFAULT_MODEL = PROJECT_ROOT / "models" / "demo" / "verifier" / "merged"
 
 
 def _episodes(dirs: list[Path], limit: int) -> list[Episode]:

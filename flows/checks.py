@@ -6,12 +6,12 @@ from pathlib import Path
 
 from prefect import flow
 
-from components.config import PipelineConfig, as_config
+from components.common.paths import PROJECT_ROOT
 from components.envs.solvability import check_solvability
+from components.profile.config import PipelineConfig, as_config
 from components.sandbox.warm import sandbox_supply
 from components.tasks.record import load_tasks
 from components.tracking.tracker import MlflowTracker
-from flows.runtime import PROJECT_ROOT
 
 
 @flow(name="check-solvability", log_prints=True)
@@ -24,7 +24,7 @@ def solvability_flow(tasks_path: Path, profile: str | PipelineConfig = "demo", s
     with sandbox_supply(cfg.sandbox.backend, limits) as supply:
         report = check_solvability(tasks, Path(tasks_path).parent, supply, env_cfg)
     with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(f"solvability-{split}") as run:
-        run.set_tags({"stage": "data.solvability", "profile": cfg.profile})
+        run.set_tags({"medgym.stage": "data.solvability", "medgym.profile": cfg.profile})
         run.log_params({"tasks": str(tasks_path), "split": split, "backend": cfg.sandbox.backend})
         run.log_metrics({"episodes": report.episodes, "solved": report.solved, "rate": report.rate,
                          **{f"rate_{d}": s / n for d, (n, s) in report.by_domain.items() if n}})

@@ -126,10 +126,10 @@ def pipeline_dvc(
     """Write dvc.yaml from the profile's plan: one DVC stage per pipeline stage (`--only <stage>`); a DiagGym
     profile's goes to pipelines/<profile>/dvc.yaml."""
     from components.common.io import atomic_write
-    from components.config import CONFIG_DIR
+    from components.common.paths import PROJECT_ROOT
     from components.pipeline.dvc import dvc_file, render
+    from components.profile.config import CONFIG_DIR
     from flows.pipeline import load_plan
-    from flows.runtime import PROJECT_ROOT
 
     path = Path(profile) if Path(profile).suffix else CONFIG_DIR / f"{profile}.yaml"
     plan = load_plan(profile)
@@ -175,7 +175,7 @@ def rollout(
     profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
 ) -> None:
     """Collect K episodes per task with one policy into validated, resumable shards; tracked in MLflow."""
-    from components.config import load_config
+    from components.profile.config import load_config
     from flows.rollout import raise_if_all_refused, rollout_flow
     from flows.rollout_options import base_collection, collection_from_options, policy_from_options
     from flows.runtime import prefect_api

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from components.config import PipelineConfig
+    from components.profile.config import PipelineConfig
 
 train_app = typer.Typer(help="Build training data from episodes and train SFT, DPO and the verifier.",
                         no_args_is_help=True)
@@ -27,7 +27,7 @@ def _train_only_on_train_episodes(cfg: PipelineConfig, method: str) -> None:
 
 
 def _train(method: str, config: str, fresh: bool, build: bool, log_model: bool) -> None:
-    from components.config import load_config
+    from components.profile.config import load_config
     from flows.runtime import prefect_api
     from flows.training import train_flow
 
@@ -56,12 +56,13 @@ _command("verifier", "A verifier of finished episodes (generative YES/NO or a re
 @train_app.command("data")
 def data(method: Annotated[str, typer.Argument(help="sft | dpo | verifier")], config: ConfigOpt = "demo") -> None:
     """Build one stage's dataset (validated, content-hashed; a DVC output) without training."""
-    from components.config import load_config
+    from components.pipeline.paths import stage_dirs
+    from components.profile.config import load_config
     from components.training.stage import build_dataset
 
     cfg = load_config(Path(config) if Path(config).suffix else config)
     _train_only_on_train_episodes(cfg, method)
-    manifest = build_dataset(cfg, method)  # type: ignore[arg-type]
+    manifest = build_dataset(cfg, method, stage_dirs(cfg, method), stage_dirs(cfg, "verifier"))  # type: ignore[arg-type]
     print(json.dumps(manifest.model_dump(mode="json"), indent=2))
 
 

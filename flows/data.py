@@ -11,13 +11,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, SandboxConfig, as_config
+from components.common.paths import PROJECT_ROOT
+from components.profile.config import PipelineConfig, SandboxConfig, as_config
 from components.sandbox.protocol import Limits, Sandbox
 from components.tasks import suite as suite_mod
 from components.tasks.importers.medagentgym import ImportOptions, ImportReport, import_release
 from components.tasks.validation import ValidationReport, validate_tasks
 from components.tracking.tracker import MlflowTracker
-from flows.runtime import PROJECT_ROOT
 
 
 def suite_sandbox_opener(config: SandboxConfig):
@@ -85,7 +85,7 @@ def build_suite_flow(profile: str | PipelineConfig = "demo", suite: Literal["dem
         by_domain[cat.domain] = by_domain.get(cat.domain, 0) + cat.confirmed
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
     with tracker.run(f"build-{suite}-seed{cfg.data.seed}") as run:
-        run.set_tags({"stage": "data.build", "profile": cfg.profile})
+        run.set_tags({"medgym.stage": "data.build", "medgym.profile": cfg.profile})
         run.log_params({"suite": suite, "seed": cfg.data.seed, **cfg.data.suites[suite].model_dump(),
                         "categories": len(report.categories), "out_dir": str(out)})
         run.log_metrics({"tasks": report.total, "seconds": seconds, "tasks_per_second": report.total / seconds,
@@ -111,7 +111,7 @@ def import_flow(src: Path, out_dir: Path, profile: str | PipelineConfig = "demo"
         validate_task(Path(out_dir) / "tasks.jsonl")
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
     with tracker.run("import-medagentgym") as run:
-        run.set_tags({"stage": "data.import", "profile": cfg.profile})
+        run.set_tags({"medgym.stage": "data.import", "medgym.profile": cfg.profile})
         run.log_params({"src": str(src), "out_dir": str(out_dir), "seed": seed, "rollout_indices": rollout_indices})
         run.log_metrics({f"imported_{k.replace('/', '_')}": c.imported for k, c in report.per_file.items()})
         run.log_artifact(report_path)

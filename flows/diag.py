@@ -14,7 +14,7 @@ from pathlib import Path
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, as_config
+from components.common.paths import PROJECT_ROOT
 from components.diag.baselines import make_baselines
 from components.diag.cohort import CohortConfig, write_cohort
 from components.diag.env import DiagEnvConfig
@@ -24,8 +24,8 @@ from components.diag.importer import ImportOptions, ImportReport, import_diaggym
 from components.diag.record import load_cases
 from components.diag.validation import CaseValidationReport, validate_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
+from components.profile.config import PipelineConfig, as_config
 from components.tracking.tracker import MlflowTracker, mlflow_key, parent_tags
-from flows.runtime import PROJECT_ROOT
 
 
 class CaseValidationError(ValueError):
@@ -46,7 +46,7 @@ def validate_or_raise(path: Path) -> CaseValidationReport:
 def track_stage(cfg: PipelineConfig, name: str, stage: str, params: dict, metrics: dict, artifacts: list[Path]) -> None:
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
     with tracker.run(name) as run:
-        run.set_tags({"stage": stage, "profile": cfg.profile, **parent_tags(cfg.tracking)})
+        run.set_tags({"medgym.stage": stage, "medgym.profile": cfg.profile, **parent_tags(cfg.tracking)})
         run.log_params(params)
         run.log_metrics(metrics)
         for path in artifacts:

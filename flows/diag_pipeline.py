@@ -1,12 +1,13 @@
-"""DiagGym's pipeline stages as Prefect flows, one per stage kind of a `diag` profile (components/pipeline/plan.py):
+"""DiagGym's pipeline stages as Prefect flows, one per stage kind of a `diag` profile (components/pipeline/kinds/diag.py):
 cohort, world, cold_start, grpo, evaluate, register. flows/pipeline.py chains them like the coding pipeline's
-stages (keys, caching, resume, the parent MLflow run); each returns its headline figures, flat.
+stages (keys, caching, resume, the parent MLflow run) through the runners at the end of this module, which the kinds
+name; each returns its headline figures, flat.
 
 The agents train and play in one statistical world: the world stage fits it on the cohort's train split and saves
 it (`<models_dir>/world/statistical.json`, seeded by `world.seed`); cold_start, grpo, evaluate and register load
 that file and record its content hash. Choices are read off the valid split: evaluate plays every agent there, and
 plays the cold start and GRPO once more on the test split for the registration, which pairs them there. The LM
-world model is trained, carded beside it and registered (components/diag/pipeline_config.py).
+world model is trained, carded beside it and registered (components/profile/diag.py).
 """
 
 from __future__ import annotations
@@ -15,30 +16,35 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig
+from components.common.paths import PROJECT_ROOT
 from components.diag.evaluate import DiagReport, build_report, run_agent, single_turn, write_evaluation
 from components.diag.fidelity import evaluate_fidelity, load_card, write_card
 from components.diag.metrics import CaseOutcome, outcome_of
-from components.diag.pipeline_config import DiagSettings
 from components.diag.plots import write_plots
 from components.diag.record import SPLITS, Case, load_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
 from components.envs.episode import Episode, load_episodes
 from components.pipeline.dvc import dvc_file, metrics_path
-from components.pipeline.plan import diag_paths
+from components.pipeline.kinds.diag import diag_paths
 from components.pipeline.provenance import dvc_versions
+from components.profile.config import PipelineConfig
+from components.profile.diag import DiagSettings
 from components.registry import Evaluation, as_conditions, case_hashes, register
-from components.tracking.tracker import mlflow_key
-from components.tracking.training import MlflowStepLogger, flatten, training_run
+from components.tracking.tracker import flatten, mlflow_key
+from components.tracking.training import MlflowStepLogger, training_run
+from components.training.trainers import MERGED
 from flows.diag import build_cohort_stage, track_card, track_stage
-from flows.runtime import PROJECT_ROOT, say
+from flows.runtime import say
 
-MERGED = "merged"
+if TYPE_CHECKING:
+    from components.pipeline.plan import Plan, Stage
+    from components.policies.engines import VLLMServers
+
 WORLD_FILE = "statistical.json"  # in the world stage's folder: the one world every later stage loads
 TEST = "test"  # evaluate's folder for the test split's episodes and report
 # the comparisons the report makes, a - b, where both agents played
@@ -345,5 +351,14 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
     return out
 
 
-RUNNERS = {"diag_cohort": cohort_flow, "diag_world": world_flow, "diag_cold_start": cold_start_flow,
-           "diag_grpo": grpo_flow, "diag_evaluate": evaluate_flow, "diag_register": register_flow}
+# ---------------------------------------------------------------------- the runners (flows/pipeline.py calls them)
+def _runner(stage_flow: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """A runner (plan, cfg, stage, engines) that runs `stage_flow` on the run's profile: DiagGym's flows read nothing
+    else."""
+    def run(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
+        return stage_flow(config=cfg)
+    return run
+
+
+run_cohort, run_world, run_cold_start, run_grpo, run_evaluate, run_register = map(
+    _runner, (cohort_flow, world_flow, cold_start_flow, grpo_flow, evaluate_flow, register_flow))

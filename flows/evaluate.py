@@ -6,7 +6,6 @@ Two evaluations, rollout folders or registered versions, compared by the registr
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,16 @@ from typing import Any
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, load_config
+from components.common.paths import PROJECT_ROOT
 from components.evaluation.metrics import success_report
 from components.evaluation.report import compare, verifier_report
+from components.pipeline.paths import stage_episodes
+from components.profile.config import PipelineConfig, load_config
 from components.registry import Comparison, Evaluation
 from components.registry.evaluation import DEFAULT_METRIC
 from components.rollout.store import EPISODES, load_episodes_dir
-from components.training.stage import stage_episodes, verifier_scorer
-from flows.runtime import PROJECT_ROOT
+from components.tracking.tracker import flatten, mlflow_key
+from components.training.stage import verifier_scorer
 
 
 def _config(config: str | PipelineConfig) -> PipelineConfig:
@@ -42,7 +43,7 @@ def _finished(episodes: list[Any]) -> list[Any]:
 @flow(name="evaluate", log_prints=True)
 def eval_flow(config: str | PipelineConfig, rollout: str, baseline: str | None = None, verifier: str | None = None,
               verifier_kind: str = "generative", out: str | None = None) -> dict[str, Any]:
-    from components.tracking.training import flatten, training_run
+    from components.tracking.training import training_run
 
     cfg = _config(config)
     episodes, _ = stage_episodes(cfg, [rollout])
@@ -61,19 +62,11 @@ def eval_flow(config: str | PipelineConfig, rollout: str, baseline: str | None =
     with training_run(cfg.tracking, f"eval-{rollout}", PROJECT_ROOT, system_metrics=False) as run:
         run.set_tags({"medgym.stage": "evaluate", "medgym.rollout": rollout, "medgym.baseline": baseline or ""})
         flat = flatten({k: report[k] for k in ("success", "verifier", "versus_baseline") if k in report})
-        run.log_metrics({k.replace("@", "_at_")[:250]: float(v) for k, v in flat.items()
+        run.log_metrics({mlflow_key(k): float(v) for k, v in flat.items()
                          if isinstance(v, (int, float)) and not isinstance(v, bool)})
         run.log_artifact(path)
     report["report_path"] = str(path)
     return report
-
-
-_METRIC_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
-
-
-def _metric_key(key: str) -> str:
-    """An MLflow metric name: alphanumerics, _ - . space and / only (pass@k, code_error:KeyError -> _)."""
-    return _METRIC_KEY.sub("_", key.replace("@", "_at_"))[:250]
 
 
 @flow(name="leaderboard", log_prints=True)
@@ -120,8 +113,8 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
     with training_run(cfg.tracking, f"{name}", PROJECT_ROOT, system_metrics=False) as run:
         run.set_tags({"medgym.stage": "evaluate", "medgym.profile": cfg.profile, "medgym.rollouts": ",".join(names),
                       "medgym.baseline": baseline or "", "medgym.verifier": verifier or ""})
-        run.log_metrics({_metric_key(k): v for k, v in board.metrics().items()})
-        run.log_metrics({_metric_key(k): v for k, v in _verifier_metrics(judged).items()})
+        run.log_metrics({mlflow_key(k): v for k, v in board.metrics().items()})
+        run.log_metrics({mlflow_key(k): v for k, v in _verifier_metrics(judged).items()})
         for path in (md_path, json_path, *([report_dir / "verifier.json"] if judged else [])):
             run.log_artifact(path)
         for path in plots:

@@ -10,32 +10,36 @@ from its outputs (rollouts skip finished episodes, training resumes from its las
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import time
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig, load_config
+from components.common.paths import PROJECT_ROOT
 from components.pipeline.describe import describe
 from components.pipeline.dvc import dvc_file, metrics_path
+from components.pipeline.kinds import kind_of
+from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, stage_key
 from components.policies.engines import VLLMServers
+from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
 from components.tracking.tracker import MlflowTracker
 from components.training.datasets import read_manifest
-from components.training.stage import dataset_dir, merged_dir, stage_episodes
 from flows.checks import solvability_flow
 from flows.data import build_suite_flow, import_flow
-from flows.diag_pipeline import RUNNERS as DIAG_RUNNERS
 from flows.evaluate import leaderboard_flow
 from flows.register import register_flow
 from flows.rollout import raise_if_all_refused, rollout_flow
-from flows.runtime import PROJECT_ROOT, say
+from flows.runtime import say
 from flows.training import train_flow
 
 
@@ -92,9 +96,25 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
     return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}
 
 
+# A runner runs one stage of its kind and returns the stage's headline figures (flat, JSON): what the state keeps and
+# the parent run logs. Each kind names its own (StageKind.runner, components/pipeline/kinds/).
+Runner = Callable[[Plan, PipelineConfig, Stage, VLLMServers | None], dict[str, Any]]
+
+
+@cache
+def runner(kind: str) -> Runner:
+    """The function a kind of stage names as its runner."""
+    module, _, name = kind_of(kind).runner.rpartition(".")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn):
+        raise ValueError(f"stage kind {kind!r} names runner {kind_of(kind).runner!r}, which is no function")
+    return fn
+
+
 def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dict[str, str], report: dict[str, Any],
                 only: list[str] | None, force: bool, parent: Any, engines: VLLMServers) -> None:
     todo = [s.name for s in plan.stages if not only or s.name in only]
+    runners = {s.name: runner(s.kind) for s in plan.stages if s.name in todo}  # a wrong name stops the run here
     for stage in plan.stages:
         keys[stage.name] = key = stage_key(plan, stage, keys, PROJECT_ROOT)
         if only and stage.name not in only:
@@ -115,8 +135,7 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
         say(f"[{stage.name}] {doing} (stage {todo.index(stage.name) + 1} of {len(todo)}{last})")
         state.start(stage.name, key)
         t0 = time.time()
-        result = (DIAG_RUNNERS[stage.kind](config=cfg) if stage.kind in DIAG_RUNNERS
-                  else RUNNERS[stage.kind](plan, cfg, stage, report, engines))
+        result = runners[stage.name](plan, cfg, stage, engines)
         record = state.finish(stage.name, key, t0, result)
         report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
         parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
@@ -124,14 +143,12 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
                                if isinstance(v, (int, float)) and not isinstance(v, bool)}})
 
 
-# ---------------------------------------------------------------------- one runner per kind of stage
-# Each returns the stage's headline figures (flat, JSON): what the state keeps and the parent run logs.
+# ---------------------------------------------------------------------- the coding pipeline's runners
 def _tasks_path(cfg: PipelineConfig) -> Path:
     return PROJECT_ROOT / cfg.data.out_dir / "tasks.jsonl"
 
 
-def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
-              engines: VLLMServers | None = None) -> dict[str, Any]:
+def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     out = PROJECT_ROOT / cfg.data.out_dir
     if cfg.data.source == "medagentgym":
         if cfg.data.import_from is None:
@@ -144,8 +161,7 @@ def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
             "source": "generate"}
 
 
-def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
-                engines: VLLMServers | None = None) -> dict[str, Any]:
+def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     config = cfg.collection(stage.name)
     # a vLLM policy plays on the run's one server, loaded with this collection's checkpoint (Ray's actors and
     # attached servers build their own)
@@ -163,8 +179,7 @@ def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
     return {k: v for k, v in s.items() if k in keep or k.startswith("success_domain/")}
 
 
-def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
-              engines: VLLMServers | None = None) -> dict[str, Any]:
+def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     assert stage.method is not None
     tcfg = plan.training_config(stage).model_copy(update={"tracking": cfg.tracking})
     # the registry logs the model it registers; logging every stage's merged copy too would double the disk
@@ -176,8 +191,7 @@ def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
             "train_runtime_s": t.get("runtime_s"), "model_dir": t["model_dir"], "run_id": t["run_id"]}
 
 
-def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
-                 engines: VLLMServers | None = None) -> dict[str, Any]:
+def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
     board = leaderboard_flow(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
                              verifier=str(verifier) if verifier else None, name="leaderboard")
@@ -221,8 +235,7 @@ def choose(plan: Plan, cfg: PipelineConfig) -> Selection:
     return select(scored, plan.test_reads(), [p.stage.name for p in plan.policies() if p.valid is None])
 
 
-def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
-                 engines: VLLMServers | None = None) -> dict[str, Any]:
+def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     selection = choose(plan, cfg)
     trained = plan[selection.chosen]
     assert trained.method is not None
@@ -235,10 +248,6 @@ def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, report: dict,
     return {"alias": decision["alias"], "version": decision["version"], "promoted": decision["promoted"],
             "model_uri": decision["model_uri"], "chosen": selection.chosen, "chosen_on": selection.on or "none",
             "test_reads": selection.test_reads}
-
-
-RUNNERS = {"suite": run_suite, "rollout": run_rollout, "train": run_train, "evaluate": run_evaluate,
-           "register": run_register}
 
 
 def format_summary(summary: dict[str, Any]) -> str:

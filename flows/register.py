@@ -7,11 +7,11 @@ from typing import Any
 
 from prefect import flow
 
-from components.config import PipelineConfig, RegistryConfig, as_config
-from components.registry import Selection, register, rollout_evaluation
+from components.common.paths import PROJECT_ROOT
+from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
+from components.profile.config import PipelineConfig, as_config
+from components.registry import RegistryConfig, Selection, register, rollout_evaluation
 from components.training.datasets import read_manifest, source_digest
-from components.training.stage import dataset_dir, merged_dir, stage_episodes
-from flows.runtime import PROJECT_ROOT
 
 
 @flow(name="register", log_prints=True)

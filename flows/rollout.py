@@ -11,12 +11,13 @@ from prefect import flow
 from rich.console import Console
 from tqdm import tqdm
 
-from components.config import PipelineConfig, as_config
+from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode, Outcome
 from components.policies.protocol import Policy, PolicyRefusal
-from components.rollout.collect import CollectionConfig, CollectionResult, collect
+from components.profile.config import PipelineConfig, as_config
+from components.rollout.collect import CollectionResult, collect
+from components.rollout.runner import CollectionConfig
 from components.tracking.tracker import MlflowTracker
-from flows.runtime import PROJECT_ROOT
 
 SAMPLE_EPISODES = 20  # episodes logged as artifacts per collection (the shards hold them all)
 
@@ -77,7 +78,8 @@ def _track(cfg: PipelineConfig, name: str, tasks: Path, out_dir: Path, config: C
     }
     summary = result.summary
     with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(f"rollout-{name}") as run:
-        run.set_tags({"stage": "rollout", "profile": cfg.profile, "collection": name, "policy": policy.backend})
+        run.set_tags({"medgym.stage": "rollout", "medgym.profile": cfg.profile, "medgym.collection": name,
+                      "medgym.policy": policy.backend})
         run.log_params(params)
         run.log_metrics({**{k.replace("/", "."): v for k, v in summary.items()},
                          "planned": result.planned, "skipped": result.skipped, "refused": len(result.refused),

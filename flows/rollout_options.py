@@ -12,9 +12,10 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from components.config import PipelineConfig
+from components.pipeline.plan import expand_rollouts
 from components.policies.registry import PolicyConfig
-from components.rollout.collect import CollectionConfig
+from components.profile.config import PipelineConfig
+from components.rollout.runner import CollectionConfig
 
 POLICY_FIELDS = {"--model": "model", "--base-url": "base_url", "--api-key-env": "api_key_env"}
 COLLECTION_FIELDS = {"--split": ("split",), "--limit": ("limit",), "--k": ("plan", "k"), "--workers": ("workers",),
@@ -25,13 +26,14 @@ _OPTION_OF_COLLECTION_FIELD = {loc: option for option, loc in COLLECTION_FIELDS.
 
 
 def base_collection(cfg: PipelineConfig, collection: str | None) -> CollectionConfig:
-    """The profile's `rollouts.<collection>`, or the defaults on the profile's sandbox and environment."""
+    """The profile's `rollouts.<collection>` as the pipeline plays it (a trained stage's model as its folder), or the
+    defaults on the profile's sandbox and environment."""
     if collection is None:
         return CollectionConfig(sandbox_backend=cfg.sandbox.backend, limits=cfg.sandbox.limits, env=cfg.env)
     if collection not in cfg.rollouts:
         known = ", ".join(cfg.rollouts) or "none"
         raise typer.BadParameter(f"{collection!r} (profile {cfg.profile} has: {known})", param_hint="--collection")
-    return cfg.collection(collection)
+    return expand_rollouts(cfg).collection(collection)
 
 
 def policy_from_options(start: PolicyConfig, backend: str | None, options: dict[str, str | None]) -> PolicyConfig:

@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from components.common.paths import PROJECT_ROOT
+
 STATE_DIR = PROJECT_ROOT / ".state"
 # Prefect's default is 20 s; a fresh state folder migrates its database first, and on a busy 2-core machine
 # that alone has taken longer. A slow start is not an error: wait, and say so.

@@ -60,7 +60,7 @@ def serve_pipeline(profile: str = "demo", cron: str = DEFAULT_CRON, name: str | 
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from components.config import load_config
+    from components.profile.config import load_config
 
     load_config(profile)  # a missing or invalid profile or schedule fails now, not at the first scheduled run
     try:

@@ -6,15 +6,16 @@ from typing import Any
 
 from prefect import flow, task
 
-from components.config import PipelineConfig, as_config
+from components.common.paths import PROJECT_ROOT
+from components.pipeline.paths import init_model, stage_dirs
 from components.pipeline.plan import check_training_episodes
+from components.profile.config import PipelineConfig, as_config
 from components.training.stage import build_dataset, run_stage
-from flows.runtime import PROJECT_ROOT
 
 
 @task(name="build-dataset")
 def dataset_task(cfg: PipelineConfig, method: str, stage: str | None = None) -> dict[str, Any]:
-    manifest = build_dataset(cfg, method, stage)  # type: ignore[arg-type]
+    manifest = build_dataset(cfg, method, stage_dirs(cfg, method, stage), stage_dirs(cfg, "verifier"))  # type: ignore[arg-type]
     return manifest.model_dump(mode="json")
 
 
@@ -22,8 +23,8 @@ def dataset_task(cfg: PipelineConfig, method: str, stage: str | None = None) -> 
 @task(name="train")
 def train_task(cfg: PipelineConfig, method: str, fresh: bool, log_model: bool, stage: str | None = None
                ) -> dict[str, Any]:
-    out = run_stage(cfg, method, stage=stage, fresh=fresh, log_model=log_model,  # type: ignore[arg-type]
-                    project_root=PROJECT_ROOT)
+    out = run_stage(cfg, method, stage_dirs(cfg, method, stage), init_model(cfg, method),  # type: ignore[arg-type]
+                    fresh=fresh, log_model=log_model, project_root=PROJECT_ROOT)
     return {"method": out.method, "model_dir": str(out.model_dir), "run_id": out.run_id, "model_uri": out.model_uri,
             **out.result.model_dump(mode="json", exclude={"log_history"})}
 

@@ -33,7 +33,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def model_store(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path):
     """A sqlite MLflow store of the module's own holding the tiny model logged once, as `run_stage` logs a merged
     checkpoint: (its TrackingConfig, the logged model's URI)."""
-    from components.config import TrackingConfig
+    from components.tracking.tracker import TrackingConfig
     from components.tracking.training import training_run
 
     root = tmp_path_factory.mktemp("mlflow")
@@ -48,11 +48,10 @@ def model_store(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path):
 def small_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generated suite with two categories per domain (2 train + 1 test each), confirmed in the process sandbox;
     its tasks.jsonl path. Rollout, policy and pipeline tests play it."""
-    from components.config import SuiteSize
     from components.sandbox.factory import open_sandbox
     from components.sandbox.protocol import Limits
     from components.tasks.generators import all_generators
-    from components.tasks.suite import build_suite
+    from components.tasks.suite import SuiteSize, build_suite
 
     if os.geteuid() != 0:
         pytest.skip("the process sandbox backend needs root (namespaces, uid switch)")

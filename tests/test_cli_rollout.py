@@ -75,7 +75,7 @@ def rollout_run(work: Path, collection: str):
 
     client = MlflowClient(tracking_uri=f"sqlite:///{work / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("cli-test").experiment_id],
-                              filter_string=f"tags.collection = '{collection}'")
+                              filter_string=f"tags.`medgym.collection` = '{collection}'")
     assert len(runs) == 1
     return runs[0]
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from components.common.io import RecordError, atomic_write, iter_jsonl, write_jsonl
-from components.config import CONFIG_DIR, load_config
+from components.profile.config import CONFIG_DIR, load_config
 from components.tasks.record import load_tasks
 
 

@@ -169,8 +169,7 @@ def test_tracking_and_registry_on_postgres(mlflow_server: dict, tmp_path: Path, 
     from mlflow.tracking import MlflowClient
 
     import mlflow
-    from components.config import TrackingConfig
-    from components.tracking.tracker import MlflowTracker
+    from components.tracking.tracker import MlflowTracker, TrackingConfig
     from components.tracking.training import training_run
 
     url, db = mlflow_server["url"], mlflow_server["db"]
@@ -204,7 +203,7 @@ def test_tracking_and_registry_on_postgres(mlflow_server: dict, tmp_path: Path, 
     stage = client.get_run(stage_run_id)
     assert stage.info.status == "FINISHED" and stage.info.run_name == "solvability-test"
     assert stage.data.params == {"split": "test", "limits": "{'timeout_s': 30}"}
-    assert stage.data.tags["stage"] == "data.solvability"
+    assert stage.data.tags["medgym.stage"] == "data.solvability"
     assert [(m.step, m.value) for m in client.get_metric_history(stage_run_id, "rate")] == [(0, 0.5), (1, 1.0)]
     assert stage.info.artifact_uri.startswith("mlflow-artifacts:")  # proxied by the server
     assert json.loads(Path(client.download_artifacts(stage_run_id, "report.json", str(tmp_path / "dl"))).read_text()) \

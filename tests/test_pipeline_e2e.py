@@ -74,14 +74,14 @@ def test_pipeline_runs_as_a_prefect_flow_and_is_tracked_on_a_busy_machine(tmp_pa
     children = [r for r in runs if r.info.run_id != parent.info.run_id]
     assert all(r.data.tags.get("mlflow.parentRunId") == parent.info.run_id for r in children)
     assert all(r.info.status == "FINISHED" for r in runs)
-    by_stage = {r.data.tags.get("stage") or r.data.tags["medgym.stage"]: r for r in children}
+    by_stage = {r.data.tags["medgym.stage"]: r for r in children}
     assert set(by_stage) == {"data.build", "data.solvability", "rollout", "evaluate"}
     assert by_stage["data.build"].data.metrics["tasks"] == stages["suite"]["tasks"]
     assert by_stage["data.build"].data.params["suite"] == "demo"
     assert by_stage["data.solvability"].data.metrics["rate"] == 1.0
     assert parent.data.params["rollouts.teacher.plan.k"] == "2" and parent.data.tags["medgym.git.commit"]
 
-    rollout_runs = {r.data.tags["collection"]: r for r in children if r.data.tags.get("stage") == "rollout"}
+    rollout_runs = {r.data.tags["medgym.collection"]: r for r in children if r.data.tags.get("medgym.stage") == "rollout"}
     assert set(rollout_runs) == {"teacher", "base"}
     teacher = rollout_runs["teacher"].data
     assert teacher.metrics["episodes"] == 24 and teacher.metrics["success"] == 1.0
@@ -151,7 +151,7 @@ def test_rollout_cli_collects_resumes_and_tracks(tmp_path, small_suite):
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns.db'}")
     runs = client.search_runs([client.get_experiment_by_name("e2e").experiment_id])
-    assert len(runs) == 2 and all(r.data.tags["stage"] == "rollout" for r in runs)
+    assert len(runs) == 2 and all(r.data.tags["medgym.stage"] == "rollout" for r in runs)
     assert {r.data.params["k"] for r in runs} == {"2"} and runs[0].data.metrics["episodes"] == 8
 
 

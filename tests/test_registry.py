@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig
 from components.evaluation.report import compare, task_success
+from components.profile.config import PipelineConfig
 from components.registry import TASK_SUCCESS_TAG, Evaluation, RegistryConfig, git_commit, register
 from tests.conftest import ROOT
 from tests.evaluation.test_leaderboard import episode

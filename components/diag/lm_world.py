@@ -172,7 +172,7 @@ def train_world_model(cases: Iterable[Case], base_model: str, out_dir: Path | st
     from components.training.config import SFTSettings
     from components.training.data import EmptyDatasetError
     from components.training.models import is_adapter, load_tokenizer, merge_and_save
-    from components.training.trainers import TrainJob, train
+    from components.training.trainers import MERGED, TrainJob, train
 
     settings = settings or SFTSettings()
     out_dir = Path(out_dir)
@@ -187,7 +187,7 @@ def train_world_model(cases: Iterable[Case], base_model: str, out_dir: Path | st
     result = train(job, data.rows, callbacks)
     model_dir = result.final_dir
     if is_adapter(model_dir):
-        model_dir = merge_and_save(model_dir, out_dir / "merged")
+        model_dir = merge_and_save(model_dir, out_dir / MERGED)
     with atomic_write(model_dir / WORLD_FILE) as fh:
         json.dump({"condition_on_diagnosis": condition_on_diagnosis, "separator": SEPARATOR,
                    "max_length": settings.schedule.max_length, "base_model": base_model, "data": data.stats()},

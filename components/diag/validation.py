@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
-from components.common.gx import quiet_gx
+from components.common.gx import validate_frame
 from components.common.io import iter_jsonl
 from components.diag.catalogue import Catalogue, default_catalogue, normalize
 from components.diag.grading import grade_diagnosis
@@ -117,43 +117,33 @@ def _event_order(events: list[Any]) -> str:
     return ""
 
 
-def _suite():
-    import great_expectations as gx
-
-    E = gx.expectations
-    suite = gx.ExpectationSuite(name="medgym_diag_cases")
-    for col in ("case_id", "patient_id", "split", "source", "profile", "diagnosis"):
-        suite.add_expectation(E.ExpectColumnValuesToNotBeNull(column=col))
-    suite.add_expectation(E.ExpectColumnValuesToBeUnique(column="case_id"))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="split", value_set=list(SPLITS)))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="source", value_set=["synthetic", "diaggym"]))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="missing_fields", value_set=[""]))
-    suite.add_expectation(E.ExpectColumnValuesToMatchRegex(column="icd10_text",
-                                                           regex=r"^$|^[A-Z][0-9][0-9A-Z](?:\.[0-9A-Z]{1,4})?$"))
-    suite.add_expectation(E.ExpectColumnValueLengthsToBeBetween(column="profile", min_value=40))
-    suite.add_expectation(E.ExpectColumnValuesToBeBetween(column="key_exam_count", min_value=1))
-    suite.add_expectation(E.ExpectColumnValuesToBeBetween(column="event_count", min_value=1))
-    for col in ("event_order", "bad_events", "unknown_key_exams", "leak_synthetic", "patient_splits"):
-        suite.add_expectation(E.ExpectColumnValuesToBeInSet(column=col, value_set=[""]))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="leak_imported", value_set=[""],
-                                                        mostly=IMPORTED_LEAK_SHARE))
-    return suite
+def _expectations(E: Any) -> list[Any]:
+    return [
+        *(E.ExpectColumnValuesToNotBeNull(column=col)
+          for col in ("case_id", "patient_id", "split", "source", "profile", "diagnosis")),
+        E.ExpectColumnValuesToBeUnique(column="case_id"),
+        E.ExpectColumnValuesToBeInSet(column="split", value_set=list(SPLITS)),
+        E.ExpectColumnValuesToBeInSet(column="source", value_set=["synthetic", "diaggym"]),
+        E.ExpectColumnValuesToBeInSet(column="missing_fields", value_set=[""]),
+        E.ExpectColumnValuesToMatchRegex(column="icd10_text", regex=r"^$|^[A-Z][0-9][0-9A-Z](?:\.[0-9A-Z]{1,4})?$"),
+        E.ExpectColumnValueLengthsToBeBetween(column="profile", min_value=40),
+        E.ExpectColumnValuesToBeBetween(column="key_exam_count", min_value=1),
+        E.ExpectColumnValuesToBeBetween(column="event_count", min_value=1),
+        *(E.ExpectColumnValuesToBeInSet(column=col, value_set=[""])
+          for col in ("event_order", "bad_events", "unknown_key_exams", "leak_synthetic", "patient_splits")),
+        E.ExpectColumnValuesToBeInSet(column="leak_imported", value_set=[""], mostly=IMPORTED_LEAK_SHARE),
+    ]
 
 
 def validate_cases(path: Path | str, catalogue: Catalogue | None = None) -> CaseValidationReport:
     path = Path(path)
     cat = catalogue or default_catalogue()
-    gx = quiet_gx()
     records = list(iter_jsonl(path))
     frame = cases_frame(path, records, cat)
     if frame.empty:
         return CaseValidationReport(path=str(path), rows=0, success=False, constant_diagnosis=[], failures=[
             Failure(expectation="non-empty file", column=None, unexpected=[], unexpected_count=0)])
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = {"globally": False}
-    asset = context.data_sources.add_pandas("medgym_diag").add_dataframe_asset("cases")
-    batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})
-    result = batch.validate(_suite(), result_format={"result_format": "COMPLETE"})
+    result = validate_frame(frame, "medgym_diag_cases", "cases", _expectations)
     failures = []
     for r in result.results:
         if r.success:

@@ -17,7 +17,7 @@ from pathlib import Path
 PACKAGES = ("components",)
 # neither hashed nor followed: the profile's schema, whose values a stage key hashes as the stage's inputs and which
 # imports every stage's settings (following it would key every stage on all the code), and MLflow bookkeeping
-NOT_FOLLOWED = ("components.config", "components.tracking")
+NOT_FOLLOWED = ("components.profile", "components.tracking")
 
 
 class ClosureError(ValueError):

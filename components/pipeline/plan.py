@@ -4,14 +4,15 @@ A stage is one of: `suite` (build or import the tasks), a rollout of the profile
 ...), a training stage (`sft`, `verifier`, `dpo`, and per self-improvement round `round<r>-sft`, `round<r>-dpo`),
 `evaluate` (the leaderboard of every held-out rollout, the valid ones in a board of their own) and `register` (the
 chosen model into the registry).
-What a stage needs is read off the profile: a rollout needs the training stage whose merged model its policy
-plays, a training stage the rollouts of its `episodes`, the stage it starts from and, when it ranks by the
-verifier, the verifier. The model registered is chosen on the valid split where the profile plays its trained
-policies there (`Plan.on_valid`: the register stage reads those rollouts and every candidate's test rollout, and
-components.registry.selection picks), else it is the last policy trained (`Plan.final`). Self-improvement rounds
-become ordinary stages here, so everything downstream (keys, caching, tracking, the dry run) treats them like any
-other. A training stage reads only rollouts of the train split (`refuse_held_out_episodes`): a profile that would
-train on valid or test tasks has no plan.
+Each kind of stage is one object (components/pipeline/kinds/) that builds its stages from the profile; this module
+chains them. What a stage needs is read off the profile: a rollout needs the training stage whose merged model its
+policy plays (`model: {stage: sft}`), a training stage the rollouts of its `episodes`, the stage it starts from and,
+when it ranks by the verifier, the verifier. The model registered is chosen on the valid split where the profile
+plays its trained policies there (`Plan.on_valid`: the register stage reads those rollouts and every candidate's
+test rollout, and components.registry.selection picks), else it is the last policy trained (`Plan.final`).
+Self-improvement rounds become ordinary stages here, so everything downstream (keys, caching, tracking, the dry run)
+treats them like any other. A training stage reads only rollouts of the train split (`refuse_held_out_episodes`): a
+profile that would train on valid or test tasks has no plan.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from components.config import PipelineConfig, RolloutProfile
+from components.pipeline.kinds import family
+from components.pipeline.paths import merged_dir
+from components.profile.config import PipelineConfig, RolloutProfile
 from components.training.config import DPOSettings, SFTSettings, VerifierSettings
-from components.training.stage import KINDS, Method, dataset_dir, merged_dir, run_dir
+from components.training.stage import KINDS
+from components.training.trainers import Method
 
-Kind = Literal["suite", "rollout", "train", "evaluate", "register",
-               "diag_cohort", "diag_world", "diag_cold_start", "diag_grpo", "diag_evaluate", "diag_register"]
 SUITE, EVALUATE, REGISTER, SELF_IMPROVE = "suite", "evaluate", "register", "self_improve"
 TRAIN_ORDER: tuple[Method, ...] = ("sft", "verifier", "dpo")
 
@@ -38,7 +39,7 @@ class PlanError(ValueError):
 @dataclass(frozen=True)
 class Stage:
     name: str
-    kind: Kind
+    kind: str  # a registered StageKind's name (components/pipeline/kinds/)
     needs: tuple[str, ...] = ()
     method: Method | None = None  # training stages
     settings: SFTSettings | DPOSettings | VerifierSettings | None = None  # training stages, as they will train
@@ -95,16 +96,12 @@ class Plan:
 
     def policies(self) -> list[Policy]:
         """Every trained policy in training order, with the test and valid rollouts that play it."""
-        def playing(model: str, names: list[str]) -> str | None:
-            return next((n for n in names if str(self.cfg.rollouts[n].policy.options.get("model", "")) == model), None)
+        def playing(stage: str, names: list[str]) -> str | None:
+            return next((n for n in names if self.cfg.rollouts[n].plays == stage), None)
 
         tests, valids = self.test_rollouts(), self.valid_rollouts()
-        out = []
-        for stage in self.stages:
-            if stage.kind == "train" and stage.method != "verifier":
-                model = str(merged_dir(self.cfg, stage.method, stage.name))  # type: ignore[arg-type]
-                out.append(Policy(stage, playing(model, tests), playing(model, valids)))
-        return out
+        return [Policy(s, playing(s.name, tests), playing(s.name, valids))
+                for s in self.stages if s.kind == "train" and s.method != "verifier"]
 
     def on_valid(self) -> list[Policy]:
         """The candidates for registration: the trained policies a valid rollout plays (empty: no choice on valid)."""
@@ -121,11 +118,7 @@ class Plan:
         is no model trained here (the base model)."""
         if self.cfg.pipeline.baseline:
             return self.cfg.pipeline.baseline
-        trained = {str(merged_dir(self.cfg, s.method, s.name)) for s in self.stages if s.kind == "train"}  # type: ignore[arg-type]
-        for name in self.test_rollouts():
-            if str(self.cfg.rollouts[name].policy.options.get("model", "")) not in trained:
-                return name
-        return None
+        return next((n for n in self.test_rollouts() if self.cfg.rollouts[n].plays is None), None)
 
     def final(self) -> tuple[Stage, str] | None:
         """The last policy trained and the test rollout that plays it: what is registered where no valid rollout
@@ -162,114 +155,110 @@ def check_training_episodes(cfg: PipelineConfig, method: Method, stage: str | No
     refuse_held_out_episodes(cfg, training_reader(method, stage), getattr(cfg.training, method).episodes)
 
 
-def expand_rounds(cfg: PipelineConfig) -> tuple[PipelineConfig, list[tuple[str, Method, object, int]]]:
-    """Self-improvement rounds as rollouts and training stages: round r plays the train split with the previous
-    round's model (`round<r>_train`), trains `round<r>-sft` on its verifier-approved successes and `round<r>-dpo`
-    on its verifier-ranked pairs, and plays the held-out split with the result (`round<r>_test`) and, where the
-    profile says how, the valid split (`round<r>_valid`: the round's model is then a candidate for registration)."""
+Training = tuple[str, Method, SFTSettings | DPOSettings | VerifierSettings, int]  # stage, method, settings, round
+
+
+def trainings(cfg: PipelineConfig) -> list[Training]:
+    """Every training stage the profile could have: each method with the profile's settings (trained where the profile
+    configures it), and per self-improvement round `round<r>-sft`, which starts from the previous round's model (the
+    first from `self_improve.init`'s) and adds the round's train rollout to its episodes, and `round<r>-dpo`, which
+    starts from it."""
     si = cfg.pipeline.self_improve
-    trains: list[tuple[str, Method, object, int]] = [
-        (m, m, getattr(cfg.training, m), 0) for m in TRAIN_ORDER]
+    out: list[Training] = [(m, m, getattr(cfg.training, m), 0) for m in TRAIN_ORDER]
     if si.rounds == 0:
-        return cfg, trains
+        return out
     if si.init not in KINDS:
         raise PlanError(f"pipeline.self_improve.init must be a training stage ({', '.join(KINDS)}), not {si.init!r}")
-    if si.train.split not in (None, "train"):
+    prev = merged_dir(cfg, si.init)  # type: ignore[arg-type]
+    for r in range(1, si.rounds + 1):
+        train = f"round{r}_train"
+        sft = si.sft.model_copy(update={"episodes": [*si.sft.episodes, train], "init": str(prev)})
+        sft_dir = merged_dir(cfg, "sft", _stage_name("sft", r))
+        dpo = si.dpo.model_copy(update={"episodes": [*si.dpo.episodes, train], "init": str(sft_dir)})
+        prev = merged_dir(cfg, "dpo", _stage_name("dpo", r))
+        out += [(_stage_name("sft", r), "sft", sft, r), (_stage_name("dpo", r), "dpo", dpo, r)]
+    return out
+
+
+def trained(cfg: PipelineConfig) -> dict[str, Method]:
+    """The training stages the profile runs, by name, with their methods."""
+    return {name: method for name, method, _, r in trainings(cfg) if r or method in cfg.training.model_fields_set}
+
+
+def expand_rollouts(cfg: PipelineConfig) -> PipelineConfig:
+    """The profile's rollouts as the plan plays them: self-improvement rounds' added, and each rollout that plays a
+    training stage's model (`plays`) given that stage's merged folder. Round r plays the train split with the
+    previous round's model (`round<r>_train`), and the held-out split with its `round<r>-dpo` (`round<r>_test`)
+    and, where the profile says how, the valid split (`round<r>_valid`: the round's model is then a candidate for
+    registration)."""
+    methods = trained(cfg)
+    folders = {str(merged_dir(cfg, method, name)): name for name, method, _, _ in trainings(cfg)}
+    rollouts: dict[str, RolloutProfile] = {}
+    for name, r in cfg.rollouts.items():
+        model = str(r.policy.options.get("model", ""))
+        if r.plays is None and model in folders:
+            raise PlanError(f"{cfg.source}: rollouts.{name} plays {model}, the {folders[model]} stage's model: write "
+                            f"`model: {{stage: {folders[model]}}}`, so that the plan runs it after that stage")
+        if r.plays is not None and r.plays not in methods:
+            raise PlanError(f"{cfg.source}: rollouts.{name} plays the model of stage {r.plays!r}, which profile "
+                            f"{cfg.profile} does not train (it trains: {', '.join(methods) or 'nothing'})")
+        rollouts[name] = r if r.plays is None else _playing(r, cfg, r.plays, methods[r.plays], r.split)
+    si = cfg.pipeline.self_improve
+    if si.rounds and si.train.split not in (None, "train"):
         raise PlanError(f"{cfg.source}: pipeline.self_improve.train plays split {si.train.split!r}, and each round's "
                         "sft and dpo train on it: training reads train episodes only (set "
                         "pipeline.self_improve.train.split: train, or leave it out)")
-    rollouts = dict(cfg.rollouts)
-    prev = merged_dir(cfg, si.init)  # type: ignore[arg-type]
+    prev: tuple[str, Method] = (si.init, si.init)  # type: ignore[assignment]
     for r in range(1, si.rounds + 1):
         train_name, test_name, valid_name = f"round{r}_train", f"round{r}_test", f"round{r}_valid"
         for name in (train_name, test_name, valid_name):
             if name in cfg.rollouts:
                 raise PlanError(f"rollout {name!r} is made by pipeline.self_improve; rename the profile's own")
-        rollouts[train_name] = _playing(si.train, prev, "train")
-        sft = si.sft.model_copy(update={"episodes": [*si.sft.episodes, train_name], "init": str(prev)})
-        sft_dir = merged_dir(cfg, "sft", _stage_name("sft", r))
-        dpo = si.dpo.model_copy(update={"episodes": [*si.dpo.episodes, train_name], "init": str(sft_dir)})
-        prev = merged_dir(cfg, "dpo", _stage_name("dpo", r))
-        rollouts[test_name] = _playing(si.test, prev, "test")
+        rollouts[train_name] = _playing(si.train, cfg, *prev, "train")
+        prev = (_stage_name("dpo", r), "dpo")
+        rollouts[test_name] = _playing(si.test, cfg, *prev, "test")
         if si.valid is not None:
-            rollouts[valid_name] = _playing(si.valid, prev, "valid")
-        trains += [(_stage_name("sft", r), "sft", sft, r), (_stage_name("dpo", r), "dpo", dpo, r)]
-    return cfg.model_copy(update={"rollouts": rollouts}), trains
+            rollouts[valid_name] = _playing(si.valid, cfg, *prev, "valid")
+    return cfg.model_copy(update={"rollouts": rollouts})
 
 
-def _playing(template: RolloutProfile, model: Path, split: str) -> RolloutProfile:
-    policy = template.policy.model_copy(update={"options": {**template.policy.options, "model": str(model)}})
-    return template.model_copy(update={"policy": policy, "split": template.split or split})
+def _playing(template: RolloutProfile, cfg: PipelineConfig, stage: str, method: Method,
+             split: str | None) -> RolloutProfile:
+    options = {**template.policy.options, "model": str(merged_dir(cfg, method, stage))}
+    policy = template.policy.model_copy(update={"options": options})
+    return template.model_copy(update={"policy": policy, "plays": stage, "split": template.split or split})
 
 
 def build_plan(cfg: PipelineConfig) -> Plan:
     """Every stage the profile configures, in `pipeline.stages` order or, by default, in dependency order
-    (declaration order where the dependencies allow). A profile with a `diag` section runs DiagGym's stages."""
+    (declaration order where the dependencies allow): each kind of the profile's family (components/pipeline/kinds/)
+    adds its stages. A profile with a `diag` section runs DiagGym's stages."""
     if cfg.diag is not None:
         return build_diag_plan(cfg)
-    cfg, trains = expand_rounds(cfg)
-    made_by = {str(merged_dir(cfg, method, name)): name for name, method, _, _ in trains}  # model folder -> stage
-    candidates: dict[str, Stage] = {SUITE: Stage(SUITE, "suite", outputs=(cfg.data.out_dir,))}
-    for name, r in cfg.rollouts.items():
-        model = str(r.policy.options.get("model", ""))
-        needs = (SUITE,) + ((made_by[model],) if model in made_by else ())
-        rnd = int(name[len("round"):].split("_")[0]) if name.startswith("round") and name[5:6].isdigit() else 0
-        candidates[name] = Stage(name, "rollout", needs, round=rnd, outputs=(cfg.rollout_dir(name),))
-    for name, method, settings, r in trains:
-        if r == 0 and method not in cfg.training.model_fields_set:
-            continue  # a method is trained when the profile configures it
-        refuse_held_out_episodes(cfg, training_reader(method, name), settings.episodes)  # type: ignore[attr-defined]
-        needs = [*settings.episodes]  # type: ignore[attr-defined]
-        init = settings.init  # type: ignore[attr-defined]
-        if init in KINDS:
-            needs.append(init)
-        elif init in made_by:
-            needs.append(made_by[init])
-        if (method == "dpo" and settings.verifier_pairs) or (  # type: ignore[attr-defined]
-                method == "sft" and settings.min_verifier_score is not None):  # type: ignore[attr-defined]
-            needs.append("verifier")
-        candidates[name] = Stage(name, "train", tuple(dict.fromkeys(needs)), method=method,  # type: ignore[arg-type]
-                                 settings=settings, round=r,  # type: ignore[arg-type]
-                                 outputs=(dataset_dir(cfg, method, name), run_dir(cfg, method, name)))
-    order = _order(cfg, candidates)
-    plan = Plan(cfg, [])
-    for name in order:
-        plan.stages.append(candidates[name])
-    tests = plan.test_rollouts()
-    explicit = cfg.pipeline.stages
-    if (explicit is None and tests) or EVALUATE in (explicit or ()):
-        # the verifier, where one is trained, ranks each rollout's episodes (best@k) and is scored (AUC) there
-        scorer = ("verifier",) if "verifier" in order else ()
-        plan.stages.append(Stage(EVALUATE, "evaluate", (*tests, *plan.valid_rollouts(), *scorer),
-                                 outputs=(cfg.pipeline.reports_dir / cfg.profile / "leaderboard",)))
-    needs = _register_needs(plan)
-    if (explicit is None and needs is not None) or REGISTER in (explicit or ()):
-        if needs is None:
-            raise PlanError(f"profile {cfg.profile}: `register` needs a trained policy and a held-out rollout that "
-                            "plays its merged model")
-        plan.stages.append(Stage(REGISTER, "register", (EVALUATE, *needs)))
+    plan = Plan(expand_rollouts(cfg))
+    kinds = family("coding")
+    candidates: dict[str, Stage] = {}
+    for kind in kinds:
+        if not kind.last:
+            _add(plan, candidates, kind.stages(plan))
+    plan.stages = [candidates[n] for n in _order(plan.cfg, candidates, [k.name for k in kinds if k.last])]
+    for kind in kinds:
+        if kind.last:
+            plan.stages += kind.stages(plan)
     _check_order(plan)
     return plan
 
 
-def _register_needs(plan: Plan) -> tuple[str, ...] | None:
-    """What the register stage reads besides the leaderboard: every candidate on valid, its valid and its test
-    rollout (which one is registered is known only once the valid rollouts are played); without candidates, the last
-    policy trained and its test rollout. None: nothing to register."""
-    candidates = plan.on_valid()
-    if not candidates:
-        final = plan.final()
-        return None if final is None else (final[0].name, final[1])
-    untested = [p for p in candidates if p.test is None]
-    if untested:
-        p = untested[0]
-        raise PlanError(f"{plan.cfg.source}: rollouts.{p.valid} plays {p.stage.name}'s model on valid, and no test "
-                        f"rollout plays it: a model chosen on valid is registered on its test figure (add a rollout "
-                        f"of {merged_dir(plan.cfg, p.stage.method, p.stage.name)} with split: test)")  # type: ignore[arg-type]
-    return tuple(dict.fromkeys(n for p in candidates for n in (p.stage.name, p.valid, p.test)))  # type: ignore[misc]
+def _add(plan: Plan, candidates: dict[str, Stage], stages: list[Stage]) -> None:
+    for stage in stages:
+        if stage.name in candidates:
+            raise PlanError(f"profile {plan.cfg.profile}: two stages named {stage.name!r} "
+                            f"(a {candidates[stage.name].kind} and a {stage.kind}); rename one")
+        candidates[stage.name] = stage
 
 
-def _order(cfg: PipelineConfig, candidates: dict[str, Stage]) -> list[str]:
+def _order(cfg: PipelineConfig, candidates: dict[str, Stage], later: list[str]) -> list[str]:
+    """`later`: the stages of the `last` kinds, placed after these."""
     explicit = cfg.pipeline.stages
     if explicit is not None:
         names: list[str] = []
@@ -277,11 +266,11 @@ def _order(cfg: PipelineConfig, candidates: dict[str, Stage]) -> list[str]:
             if name == SELF_IMPROVE:
                 rounds = {n: s for n, s in candidates.items() if s.round > 0}
                 names += _topological(cfg, rounds, done=set(names))
-            elif name in (EVALUATE, REGISTER):
+            elif name in later:
                 continue  # placed after the rest
             elif name not in candidates:
                 raise PlanError(f"pipeline.stages names {name!r}, which profile {cfg.profile} does not configure "
-                                f"(it has: {', '.join([*candidates, SELF_IMPROVE, EVALUATE, REGISTER])})")
+                                f"(it has: {', '.join([*candidates, SELF_IMPROVE, *later])})")
             else:
                 names.append(name)
         return names
@@ -321,35 +310,20 @@ def _check_order(plan: Plan) -> None:
 
 
 # ---------------------------------------------------------------------- DiagGym
-def diag_paths(cfg: PipelineConfig) -> dict[str, Path]:
-    """Where each DiagGym stage writes: data, checkpoints (with their runs) and reports."""
-    d = cfg.diag
-    assert d is not None
-    reports = cfg.pipeline.reports_dir / cfg.profile
-    return {"cohort": d.out_dir, "world": d.models_dir / "world", "card": reports / "world",
-            "cold_start": d.models_dir / "cold_start", "grpo": d.models_dir / "grpo",
-            "evaluate": reports / "evaluation"}
-
-
 def build_diag_plan(cfg: PipelineConfig) -> Plan:
-    """cohort → world → cold_start → grpo → evaluate → register (components/diag/pipeline_config.py)."""
+    """cohort → world → cold_start → grpo → evaluate → register (components/profile/diag.py), the diag family's
+    kinds in rank order; `pipeline.stages` keeps those it names."""
     if cfg.rollouts or cfg.training.model_fields_set or cfg.pipeline.self_improve.rounds:
         raise PlanError(f"profile {cfg.profile}: a `diag` profile runs DiagGym's stages only; move its rollouts, "
                         "training and self_improve sections to a profile of their own")
-    p = diag_paths(cfg)
-    stages = [Stage("cohort", "diag_cohort", outputs=(p["cohort"],)),
-              Stage("world", "diag_world", ("cohort",), outputs=(p["world"], p["card"])),
-              # every later stage plays in the statistical world the world stage saved: a refit reruns them
-              Stage("cold_start", "diag_cold_start", ("cohort", "world"), outputs=(p["cold_start"],)),
-              Stage("grpo", "diag_grpo", ("cohort", "world", "cold_start"), outputs=(p["grpo"],)),
-              Stage("evaluate", "diag_evaluate", ("cohort", "world", "cold_start", "grpo"), outputs=(p["evaluate"],)),
-              Stage("register", "diag_register", ("world", "evaluate", "grpo"))]
+    plan = Plan(cfg)
+    for kind in family("diag"):
+        plan.stages += kind.stages(plan)
     if cfg.pipeline.stages is not None:
-        unknown = [n for n in cfg.pipeline.stages if n not in {s.name for s in stages}]
+        unknown = [n for n in cfg.pipeline.stages if n not in plan.names]
         if unknown:
             raise PlanError(f"pipeline.stages names {', '.join(unknown)}, not DiagGym stages "
-                            f"({', '.join(s.name for s in stages)})")
-        stages = [s for s in stages if s.name in cfg.pipeline.stages]
-    plan = Plan(cfg, stages)
+                            f"({', '.join(plan.names)})")
+        plan.stages = [s for s in plan.stages if s.name in cfg.pipeline.stages]
     _check_order(plan)
     return plan

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from components.config import PipelineConfig
+from components.profile.config import PipelineConfig
 from components.registry import git_commit
 from components.tracking.tracker import flatten
 

@@ -1,9 +1,10 @@
 """What the pipeline remembers between runs: each stage's key and status, so a rerun skips what still holds.
 
-A stage's key hashes what decides its result: its part of the profile, the source of the code it runs (the import
-closure of the components it calls: `ENTRIES`, closure.py), and the keys of the stages it reads. A rerun with the
-same key finds the stage done and skips it (its outputs must still be there); a changed key clears the stage's
-outputs and runs it again, and with it, through their keys, every stage downstream. A stage left `running` (the
+A stage's key hashes what decides its result: its part of the profile and the source of the code it runs (the import
+closure of the components it calls, closure.py), both as its kind declares them (components/pipeline/kinds/), and
+the keys of the stages it reads. A rerun with the same key finds the stage done and skips it (its outputs must still
+be there); a changed key clears the stage's outputs and runs it again, and with it, through their keys, every stage
+downstream. A stage left `running` (the
 process was killed) runs again on its outputs: rollouts skip the episodes they hold and training resumes from its
 last checkpoint. A finished GRPO stage asked for more steps and nothing else extends its run from its last
 checkpoint instead of starting over (`extends`).
@@ -24,44 +25,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from components.common.io import atomic_write
-from components.config import PipelineConfig
 from components.pipeline.closure import closure
+from components.pipeline.kinds import kind_of
 from components.pipeline.plan import Plan, Stage
 
-# what each kind of stage runs: the components its flow calls (flows/pipeline.py's runners, flows/diag_pipeline.py's
-# flows and the flows they call); its key hashes their import closure, so a change anywhere they reach reruns it.
-# The flows themselves stay out: they wire settings (hashed as the stage's inputs) into these calls and track the
-# result, and each flow module imports every kind's components, so following them would key every stage on all.
-ENTRIES: dict[str, tuple[str, ...]] = {
-    "suite": ("components.tasks.suite", "components.tasks.importers.medagentgym", "components.tasks.validation",
-              "components.tasks.record", "components.sandbox.factory", "components.sandbox.protocol",
-              "components.sandbox.warm", "components.envs.solvability"),
-    "rollout": ("components.rollout.collect", "components.envs.episode", "components.policies.protocol"),
-    "train": ("components.training.stage",),
-    "evaluate": ("components.evaluation.leaderboard", "components.evaluation.plots", "components.evaluation.report",
-                 "components.training.verifier", "components.training.stage"),
-    "register": ("components.registry", "components.training.datasets", "components.training.stage",
-                 "components.pipeline.provenance"),
-    "diag_cohort": ("components.diag.cohort", "components.diag.validation"),
-    "diag_world": ("components.diag.world", "components.diag.lm_world", "components.diag.fidelity",
-                   "components.diag.record"),
-    "diag_cold_start": ("components.rl.cold_start", "components.diag.world", "components.diag.record"),
-    "diag_grpo": ("components.rl.grpo", "components.diag.world", "components.diag.record"),
-    "diag_evaluate": ("components.diag.evaluate", "components.diag.baselines", "components.diag.plots",
-                      "components.rl.multiturn", "components.rl.play", "components.diag.world",
-                      "components.diag.record"),
-    "diag_register": ("components.registry", "components.registry.content", "components.diag.fidelity",
-                      "components.diag.metrics", "components.diag.record", "components.envs.episode",
-                      "components.pipeline.provenance"),
-}
-# what a kind of stage reads that no import or file name beside its modules says (closure.py finds those)
-READS: dict[str, tuple[str, ...]] = {"train": ("infra/deepspeed",)}  # the accelerate/DeepSpeed files `launch` picks
 Decision = Literal["cached", "new", "resume", "extend", "stale"]
 
 
 def stage_files(root: Path, kind: str) -> tuple[str, ...]:
-    """The files under `root` a kind of stage runs or reads: its entry modules' import closure and its READS."""
-    return closure(root, ENTRIES[kind]) + READS.get(kind, ())
+    """The files under `root` a kind of stage runs or reads: its entry modules' import closure and what it reads."""
+    k = kind_of(kind)
+    return closure(root, k.entries) + k.reads
 
 
 @cache
@@ -81,46 +55,8 @@ def code_digest(root: Path, paths: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def stage_inputs(plan: Plan, stage: Stage) -> dict[str, Any]:
-    """The part of the profile this stage's result depends on (paths, settings, models), as JSON."""
-    cfg = plan.cfg
-    if stage.kind == "suite":
-        return {"data": cfg.data.model_dump(mode="json")}
-    if stage.kind == "rollout":
-        return {"collection": cfg.collection(stage.name).model_dump(mode="json"),
-                "out_dir": str(cfg.rollout_dir(stage.name))}
-    if stage.kind == "train":
-        assert stage.settings is not None
-        return {"method": stage.method, "settings": stage.settings.model_dump(mode="json"),
-                "base_model": cfg.training.base_model,
-                "distributed": cfg.training.distributed.model_dump(mode="json")}
-    if stage.kind == "evaluate":
-        return {"rollouts": list(stage.needs), "baseline": plan.baseline()}
-    if stage.kind.startswith("diag_"):
-        return diag_inputs(cfg, stage)
-    return {"registry": cfg.registry.model_dump(mode="json"), "needs": list(stage.needs)}
-
-
-# the keys of a profile's `diag` section each DiagGym stage reads: its key hashes them, DVC lists them as params
-DIAG_SECTIONS: dict[str, tuple[str, ...]] = {
-    "diag_cohort": ("cohort", "out_dir"), "diag_world": ("world", "base_model", "models_dir"),
-    "diag_cold_start": ("cold_start", "env", "base_model", "models_dir"), "diag_grpo": ("grpo", "env", "models_dir"),
-    "diag_evaluate": ("evaluate", "env", "base_model", "dtype"),
-    "diag_register": ("agent_registry", "world_registry", "register_on")}
-
-
-def diag_inputs(cfg: PipelineConfig, stage: Stage) -> dict[str, Any]:
-    d = cfg.diag
-    assert d is not None
-    dump = d.model_dump(mode="json")
-    out = {k: dump[k] for k in DIAG_SECTIONS[stage.kind]}
-    if stage.kind == "diag_register":
-        out["registry"] = cfg.registry.model_dump(mode="json")
-    return out
-
-
 def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path) -> str:
-    doc = {"stage": stage.name, "kind": stage.kind, "inputs": stage_inputs(plan, stage),
+    doc = {"stage": stage.name, "kind": stage.kind, "inputs": kind_of(stage.kind).inputs(plan, stage),
            "code": code_digest(root, stage_files(root, stage.kind)), "upstream": {n: upstream[n] for n in stage.needs}}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 

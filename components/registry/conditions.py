@@ -25,7 +25,7 @@ _ABSENT = object()
 
 
 def as_conditions(section: Mapping[str, Any]) -> dict[str, Any]:
-    """Nested settings as flat conditions (`reward.correct`, components.tracking.training.flatten); a list becomes
+    """Nested settings as flat conditions (`reward.correct`, components.tracking.tracker.flatten); a list becomes
     its JSON text, so that a condition's values can be collected in a set and compared as one value."""
     return {k: json.dumps(v) if isinstance(v, list) else v for k, v in flatten(section).items()}
 

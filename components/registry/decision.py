@@ -21,15 +21,32 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
-from components.config import RegistryConfig
 from components.registry.conditions import differences
 from components.registry.content import tasks_digest
 from components.registry.evaluation import Evaluation
 from components.registry.significance import PairedTest, paired_test
 
 Role = Literal["champion", "baseline", "reference"]
+
+
+class RegistryConfig(BaseModel):
+    """Where models are registered and what a promotion needs: a profile's `registry` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="medgym-agent", min_length=1, description="the registered model's name")
+    margin: float = Field(default=0.0, description="the observed mean candidate − reference must also exceed it")
+    champion_alias: str = "champion"
+    challenger_alias: str = "challenger"
+    # the same defaults as `components.evaluation.report.compare`, so a registry decision and an eval report agree
+    n_boot: int = Field(default=2000, ge=1)
+    seed: int = 0
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0,
+                         description="the one-sided level of the paired test, spent over the looks at one champion")
+    min_discordant: int = Field(default=5, ge=0, description="tasks on which the two disagree, needed before any promotion")
+    n_perm: int = Field(default=20000, ge=1, description="sign flips of the Monte Carlo permutation test (fractional scores)")
 
 
 def describe(against: Role, version: str | None = None) -> str:

@@ -30,7 +30,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import binom
 
 from components.evaluation.metrics import paired_difference
 
@@ -101,6 +100,10 @@ def spent_alpha(alpha: float, look: int) -> float:
 
 def sign_test_p(wins: int, losses: int) -> float:
     """One-sided exact sign test: P(Binomial(wins + losses, 1/2) >= wins); 1 when no task is discordant."""
+    # imported here: scipy.stats takes half a second, and every command that loads a profile imports this package
+    # (the profile's registry section is its RegistryConfig)
+    from scipy.stats import binom
+
     n = wins + losses
     return 1.0 if n == 0 else float(binom.sf(wins - 1, n, 0.5))
 

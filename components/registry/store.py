@@ -30,12 +30,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from components.config import RegistryConfig, TrackingConfig
 from components.registry.content import tasks_digest
-from components.registry.decision import Comparison, Role, decide
+from components.registry.decision import Comparison, RegistryConfig, Role, decide
 from components.registry.evaluation import DEFAULT_METRIC, Evaluation
 from components.registry.selection import Selection
-from components.tracking.tracker import mlflow_key
+from components.tracking.tracker import TrackingConfig, mlflow_key
 
 TASK_SUCCESS_DIR = "evaluation"
 TASK_SUCCESS_FILE = "task_success.json"
@@ -238,7 +237,7 @@ def register(config: RegistryConfig, tracking: TrackingConfig, candidate: Evalua
         raise ValueError(f"register: the candidate's evaluation has no {' and no '.join(unrecorded)}; without them "
                          "no later candidate could be paired with it")
     if commit is None:
-        from components.policies.models import PROJECT_ROOT
+        from components.common.paths import PROJECT_ROOT
 
         commit, dirty = git_commit(project_root or PROJECT_ROOT)
     else:

@@ -27,7 +27,7 @@ from components.rl.oracle import oracle_episodes
 from components.training.config import Schedule, SFTSettings
 from components.training.data import sft_examples
 from components.training.models import is_adapter, load_tokenizer, merge_and_save
-from components.training.trainers import TrainJob, TrainResult, train
+from components.training.trainers import MERGED, TrainJob, TrainResult, train
 
 ORACLE_EPISODES = "oracle_episodes.jsonl"
 
@@ -59,7 +59,7 @@ def cold_start(cases: Sequence[Case], world: WorldModel, base_model: str, out_di
     # the rows are passed in, so the job's dataset folder is never read; a rerun resumes from <out>/sft checkpoints
     job = TrainJob(method="sft", base_model=base_model, dataset_dir=out, out_dir=out / "sft", sft=settings)
     result = train(job, rows, callbacks)
-    model_dir = out / "merged"
+    model_dir = out / MERGED
     if is_adapter(result.final_dir):
         merge_and_save(result.final_dir, model_dir)
     else:

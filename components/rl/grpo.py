@@ -47,11 +47,9 @@ from components.policies.tokens import ChatTokens
 from components.rl.multiturn import TurnSampling, hf_sampler, play_batch
 from components.training.config import LoraSettings
 from components.training.models import is_adapter, load_tokenizer, lora_config, merge_and_save, precision_flags
-from components.training.trainers import last_checkpoint
+from components.training.trainers import FINAL, MERGED, last_checkpoint
 
 EPISODES = "episodes"
-FINAL = "final"
-MERGED = "merged"
 
 
 class GRPOSettings(BaseModel):

@@ -1,7 +1,8 @@
 """One collection: K episodes per task by one policy, written once each into validated shards; resumable.
 
 Plain Python (no Prefect): `flows/rollout.py` adds tracking and the CLI. Episodes run on local threads by
-default (the sandboxes are separate processes already) or on Ray actors when a cluster address is given.
+default (the sandboxes are separate processes already) or on Ray actors when a cluster address is given; both
+runners play their jobs the same way (runner.py).
 """
 
 from __future__ import annotations
@@ -12,42 +13,19 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from components.envs.coding_env import EnvConfig
 from components.envs.episode import Episode
 from components.policies.protocol import Policy
-from components.policies.registry import PolicyConfig, build_policy, refusal
-from components.rollout.jobs import RolloutJob, SamplingPlan, plan_jobs
+from components.policies.registry import build_policy, refusal
+from components.rollout.jobs import plan_jobs
 from components.rollout.metrics import summarize
-from components.rollout.scheduler import RolloutScheduler, SchedulerStats
+from components.rollout.runner import CollectionConfig, run_local
 from components.rollout.store import EpisodeStore
-from components.sandbox.protocol import Limits, Sandbox
-from components.sandbox.warm import sandbox_supply
 from components.tasks.record import Task, load_tasks
 
 log = logging.getLogger(__name__)
-
-
-class CollectionConfig(BaseModel):
-    """How to collect: who plays, how often per task, and how much runs at once."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    plan: SamplingPlan = Field(default_factory=SamplingPlan)
-    split: str | None = Field(default=None, description="only tasks of this split (None: all)")
-    limit: int | None = Field(default=None, ge=1, description="at most this many tasks, spread over categories")
-    categories: list[str] | None = Field(default=None, description="only tasks of these categories (None: all)")
-    workers: int = Field(default=2, ge=1, description="environment steps run at once (local threads or Ray actors)")
-    max_in_flight: int = Field(default=32, ge=1, description="episodes alive at once (the model's batch)")
-    ray_address: str | None = Field(default=None, description="'local' or a cluster address: run on Ray actors")
-    sandbox_backend: Literal["process", "docker", "auto"] = "auto"
-    limits: Limits = Field(default_factory=Limits)
-    env: EnvConfig = Field(default_factory=EnvConfig)
-    shard_size: int = Field(default=64, ge=1)
 
 
 class CollectionResult(BaseModel):
@@ -122,35 +100,13 @@ def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
 
             stats = run_on_ray(jobs, Path(tasks_path).parent, config, finished)
         else:
-            stats = _run_local(player, jobs, Path(tasks_path).parent, config, finished)
+            stats = run_local(player, jobs, Path(tasks_path).parent, config, finished)
         episodes = list(store.episodes())
         rejected = [str(p) for p in store.rejected()]
     return CollectionResult(
         out_dir=str(out_dir), planned=len(jobs), skipped=skipped, refused=refused, failed=stats.failed,
         errors=stats.errors, rejected_shards=rejected, summary=summarize(episodes),
         elapsed_s=time.monotonic() - started, sample=episodes[:sample_size])
-
-
-def collection_sandboxes(config: CollectionConfig) -> contextlib.AbstractContextManager[Callable[[], Sandbox]]:
-    """The warm sandbox supply a collection's episodes draw from, sized to its workers."""
-    limits = config.limits.model_copy(update={"timeout_s": config.env.exec_timeout_s})
-    return sandbox_supply(config.sandbox_backend, limits, stateful=config.env.stateful, warm=config.workers + 1)
-
-
-def run_jobs(policy: Policy, jobs: list[RolloutJob], task_root: Path, config: CollectionConfig,
-             on_finished: Callable[[list[Episode]], None], sandboxes: Callable[[], Sandbox]) -> SchedulerStats:
-    """One scheduler over `jobs` with sandboxes from `sandboxes`."""
-    scheduler = RolloutScheduler(policy, task_root, sandboxes, config.env, workers=config.workers,
-                                 max_in_flight=config.max_in_flight)
-    return scheduler.run(jobs, on_finished)
-
-
-def _run_local(policy: Policy, jobs: list[RolloutJob], task_root: Path, config: CollectionConfig,
-               on_finished: Callable[[list[Episode]], None]) -> SchedulerStats:
-    if not jobs:
-        return SchedulerStats()
-    with collection_sandboxes(config) as supply:
-        return run_jobs(policy, jobs, task_root, config, on_finished, supply)
 
 
 @contextlib.contextmanager

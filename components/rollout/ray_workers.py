@@ -13,17 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode
 from components.rollout.jobs import RolloutJob
+from components.rollout.runner import CollectionConfig, collection_sandboxes, run_jobs
 from components.rollout.scheduler import SchedulerStats
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Worker:
     def __init__(self, config_json: str, task_root: str):
         from components.policies.registry import build_policy
-        from components.rollout.collect import CollectionConfig, collection_sandboxes
 
         config = CollectionConfig.model_validate_json(config_json)
         self.config = config.model_copy(update={"workers": 1, "ray_address": None})
@@ -33,8 +32,6 @@ class _Worker:
         self.sandboxes = self._stack.enter_context(collection_sandboxes(self.config))  # kept warm across chunks
 
     def play(self, jobs: list[RolloutJob]) -> tuple[list[dict[str, Any]], int, list[str]]:
-        from components.rollout.collect import run_jobs
-
         done: list[Episode] = []
         stats = run_jobs(self.policy, jobs, self.task_root, self.config, done.extend, self.sandboxes)
         return [e.model_dump(mode="json") for e in done], stats.failed, stats.errors
@@ -44,7 +41,7 @@ class _Worker:
         self.policy.close()
 
 
-def run_on_ray(jobs: list[RolloutJob], task_root: Path, config: Any,
+def run_on_ray(jobs: list[RolloutJob], task_root: Path, config: CollectionConfig,
                on_finished: Callable[[list[Episode]], None], chunk: int = 4) -> SchedulerStats:
     import ray
 

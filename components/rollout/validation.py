@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
-from components.common.gx import quiet_gx
+from components.common.gx import validate_frame
 from components.common.io import RecordError, iter_jsonl_lenient
 from components.envs.episode import SCHEMA_VERSION, Episode, Outcome, row_checksum
 
@@ -153,11 +153,8 @@ def _model_problems(obj: dict[str, Any]) -> tuple[str, str]:
     return "", "" if stored == actual else f"stored {str(stored)[:12]}… != recomputed {actual[:12]}…"
 
 
-def _suite() -> Any:
-    gx = quiet_gx()
-    E = gx.expectations
-    suite = gx.ExpectationSuite(name="medgym_episodes")
-    for exp in (
+def _expectations(E: Any) -> tuple[Any, ...]:
+    return (
         E.ExpectColumnValuesToBeInSet(column="json_problem", value_set=[""], description="each line is a JSON object"),
         E.ExpectColumnValuesToBeInSet(column="missing_required", value_set=[""], description=f"{', '.join(REQUIRED)} are not null"),
         E.ExpectColumnValuesToBeUnique(column="episode_id_in_shard", description="episode_id is unique"),
@@ -171,9 +168,7 @@ def _suite() -> Any:
                                       description="a finished episode has turns (unless context_limit)"),
         E.ExpectColumnValuesToBeInSet(column="schema_problem", value_set=[""], description="the row validates as an Episode"),
         E.ExpectColumnValuesToBeInSet(column="checksum_problem", value_set=[""], description="checksum equals row_checksum(row)"),
-    ):
-        suite.add_expectation(exp)
-    return suite
+    )
 
 
 def validate_episode_file(path: Path | str) -> EpisodeValidationReport:
@@ -190,11 +185,7 @@ def validate_episode_shards(shards: list[tuple[Path | str, list[Record]]]) -> li
         frame[scoped] = [None if pd.isna(v) else json.dumps([int(i), v]) for i, v in zip(frame["shard"], frame[column], strict=True)]
     failures: dict[int, list[EpisodeFailure]] = {i: [] for i in range(len(shards))}
     if not frame.empty:
-        context = quiet_gx().get_context(mode="ephemeral")
-        context.variables.progress_bars = {"globally": False}
-        asset = context.data_sources.add_pandas("medgym").add_dataframe_asset("episodes")
-        batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})
-        result = batch.validate(_suite(), result_format={"result_format": "COMPLETE"})
+        result = validate_frame(frame, "medgym_episodes", "episodes", _expectations)
         for r in result.results:
             if not r.success:
                 for i, failure in _failures(r, frame, len(shards)).items():

@@ -10,8 +10,10 @@ import hashlib
 import os
 from pathlib import Path
 
+from components.common.paths import PROJECT_ROOT
+
 HERE = Path(__file__).resolve().parent
-INFRA = HERE.parents[1] / "infra" / "sandbox"
+INFRA = PROJECT_ROOT / "infra" / "sandbox"
 # order matters: build_image.sh cats them so
 IMAGE_INPUTS = (INFRA / "Dockerfile", HERE / "runner.py", INFRA / "packages.txt", HERE / "runtime.lock")
 IMAGE_REPO = "medgym-sandbox"

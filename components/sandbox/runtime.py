@@ -22,8 +22,10 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.common.paths import PROJECT_ROOT
+
 LOCK_FILE = Path(__file__).with_name("runtime.lock")
-DEFAULT_HOME = Path(__file__).resolve().parents[2] / ".state" / "sandbox-runtime"
+DEFAULT_HOME = PROJECT_ROOT / ".state" / "sandbox-runtime"
 STAMP = "medgym-runtime.json"
 
 

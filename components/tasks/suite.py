@@ -15,10 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from components.common.io import atomic_write
-from components.config import SuiteSize
 from components.sandbox.protocol import Sandbox
 from components.tasks.confirm import Confirmation, confirm_all
 from components.tasks.generators import GenContext, Generator, all_generators
@@ -26,6 +25,18 @@ from components.tasks.record import Task, load_tasks, save_tasks
 
 # valid is generated last, so that its prompts are checked against every train and test prompt (`seen`)
 SPLITS = ("train", "test", "valid")
+
+
+class SuiteSize(BaseModel):
+    """How many tasks each generator makes per split. The valid split is where choices (which trained model to
+    register) are read off, so the test split is read once, for the registered candidate; it is opt-in (0), so a
+    size without it builds the suite it built before."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    train_per_category: int = Field(ge=0)
+    test_per_category: int = Field(ge=0)
+    valid_per_category: int = Field(default=0, ge=0)
 
 
 class CategoryReport(BaseModel):

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
-from components.common.gx import quiet_gx
+from components.common.gx import validate_frame
 from components.common.io import iter_jsonl
 from components.tasks.record import AnswerType, Domain, Task
 from components.tasks.spread import Spread, suite_spread
@@ -63,27 +63,23 @@ def tasks_frame(path: Path, records: list[tuple[int, dict[str, Any]]] | None = N
     return pd.DataFrame(rows)
 
 
-def _suite():
-    import great_expectations as gx
-
-    E = gx.expectations
-    suite = gx.ExpectationSuite(name="medgym_tasks")
-    for col in ("task_id", "dataset", "category", "domain", "split", "prompt", "answer_type"):
-        suite.add_expectation(E.ExpectColumnValuesToNotBeNull(column=col))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="missing_fields", value_set=[""]))
-    suite.add_expectation(E.ExpectColumnValuesToBeUnique(column="task_id"))
-    suite.add_expectation(E.ExpectColumnValuesToMatchRegex(column="task_id", regex=r"^[^/\s]+/[^/\s]+/\d+$"))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="dataset", value_set=list(KNOWN_DATASETS)))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="domain", value_set=[d.value for d in Domain]))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="answer_type", value_set=[t.value for t in AnswerType]))
-    suite.add_expectation(E.ExpectColumnValueLengthsToBeBetween(column="answer_json", min_value=1))
-    suite.add_expectation(E.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=20))
-    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="missing_context_files", value_set=[""]))
-    return suite
+def _expectations(E: Any) -> list[Any]:
+    return [
+        *(E.ExpectColumnValuesToNotBeNull(column=col)
+          for col in ("task_id", "dataset", "category", "domain", "split", "prompt", "answer_type")),
+        E.ExpectColumnValuesToBeInSet(column="missing_fields", value_set=[""]),
+        E.ExpectColumnValuesToBeUnique(column="task_id"),
+        E.ExpectColumnValuesToMatchRegex(column="task_id", regex=r"^[^/\s]+/[^/\s]+/\d+$"),
+        E.ExpectColumnValuesToBeInSet(column="dataset", value_set=list(KNOWN_DATASETS)),
+        E.ExpectColumnValuesToBeInSet(column="domain", value_set=[d.value for d in Domain]),
+        E.ExpectColumnValuesToBeInSet(column="answer_type", value_set=[t.value for t in AnswerType]),
+        E.ExpectColumnValueLengthsToBeBetween(column="answer_json", min_value=1),
+        E.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=20),
+        E.ExpectColumnValuesToBeInSet(column="missing_context_files", value_set=[""]),
+    ]
 
 
 def validate_tasks(path: Path) -> ValidationReport:
-    gx = quiet_gx()
     records = list(iter_jsonl(path))
     frame = tasks_frame(path, records)
     if frame.empty:
@@ -91,11 +87,7 @@ def validate_tasks(path: Path) -> ValidationReport:
                                 failures=[Failure(expectation="non-empty file", column=None, unexpected=[], unexpected_count=0)])
     spreads = suite_spread(_valid_tasks(records))
     bound_failure = _bound_failure(spreads, _generated_categories(frame))
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = {"globally": False}
-    asset = context.data_sources.add_pandas("medgym").add_dataframe_asset("tasks")
-    batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})
-    result = batch.validate(_suite(), result_format={"result_format": "COMPLETE"})
+    result = validate_frame(frame, "medgym_tasks", "tasks", _expectations)
     failures = []
     for r in result.results:
         if r.success:

@@ -9,9 +9,25 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from components.config import TrackingConfig
+from pydantic import BaseModel, ConfigDict
 
-_KEY_BAD = re.compile(r"[^\w\-. :/]")  # MLflow refuses other characters in a metric, param or tag key
+
+class TrackingConfig(BaseModel):
+    """Where runs are tracked: a profile's `tracking` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # a local sqlite store by default: no server to start by hand
+    mlflow_uri: str = "sqlite:///mlflow/mlruns.db"  # MEDGYM_MLFLOW_URI, where set, overrides it
+    artifact_location: str = "mlflow/artifacts"
+    experiment: str = "medgym"
+    # set by the pipeline for the stages it runs: their runs nest under its run
+    parent_run_id: str | None = None
+
+
+# what MLflow takes in a metric, param or tag key on every platform (a colon only off Windows), and how long
+_KEY_BAD = re.compile(r"[^\w\-. /]")
+KEY_MAX = 250
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -27,8 +43,10 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def mlflow_key(key: str) -> str:
-    """A name as an MLflow key: "pass@1" -> "pass_at_1", a path-like model name "lm:org/m" -> "lm_org/m"."""
-    return _KEY_BAD.sub("_", key.replace("@", "_at_"))
+    """A name as an MLflow key, the one rule every run's keys follow: "pass@1" -> "pass_at_1",
+    "code_error:KeyError" -> "code_error_KeyError", a path-like model name "lm:org/m" -> "lm_org/m"; cut at
+    KEY_MAX characters."""
+    return _KEY_BAD.sub("_", key.replace("@", "_at_"))[:KEY_MAX]
 
 
 class Run(Protocol):

@@ -14,8 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.config import TrackingConfig
-from components.tracking.tracker import MlflowTracker, flatten, parent_tags  # noqa: F401 (flatten: its old home)
+from components.tracking.tracker import MlflowTracker, TrackingConfig, parent_tags
 
 
 def _mlflow_quiet() -> Any:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
-from components.common.gx import quiet_gx
+from components.common.gx import validate_frame
 from components.common.io import RecordError, atomic_dir, iter_jsonl
 from components.rollout.store import EPISODES, shard_paths
 from components.training.data import EmptyDatasetError
@@ -321,15 +321,8 @@ def validate_rows(kind: Kind, rows: list[dict[str, Any]], path_for_messages: Pat
     checks = _checks(kind, vocab_size)
     by_column = {c.column: c for c in checks}
     frame = rows_frame(kind, rows, vocab_size)
-    gx = quiet_gx()
-    context = gx.get_context(mode="ephemeral")  # before the suite: adding expectations needs an active context
-    context.variables.progress_bars = {"globally": False}
-    suite = gx.ExpectationSuite(name=f"medgym_{kind}_dataset")
-    for c in checks:
-        suite.add_expectation(c.make(gx.expectations, c.column, c.description))
-    asset = context.data_sources.add_pandas("medgym").add_dataframe_asset(f"{kind}_rows")
-    batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})
-    result = batch.validate(suite, result_format={"result_format": "COMPLETE"})
+    result = validate_frame(frame, f"medgym_{kind}_dataset", f"{kind}_rows",
+                            lambda E: [c.make(E, c.column, c.description) for c in checks])
     found: list[tuple[int, int, str]] = []  # (row, check order, message)
     order = {c.column: i for i, c in enumerate(checks)}
     for r in result.results:

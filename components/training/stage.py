@@ -3,7 +3,8 @@
 `build_dataset` turns a stage's rollouts into its validated, content-hashed dataset folder (a DVC output);
 `run_stage` trains on it in one process or through `accelerate launch` on N (DeepSpeed when configured),
 merges a LoRA adapter into a plain checkpoint, and logs config, dataset input, step and system metrics and
-the model to MLflow.
+the model to MLflow. Where a stage's files are is the caller's to say (`StageDirs`): the pipeline lays a
+profile's stages out (components/pipeline/paths.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from components.common.io import RecordError, atomic_dir
+from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode, Outcome
-from components.policies.models import PROJECT_ROOT
 from components.policies.tokens import ChatTokens, episode_token_ids
 from components.training import data
 from components.training.config import DPOSettings, SFTSettings, TrainingConfig, VerifierSettings
@@ -31,23 +32,37 @@ from components.training.trainers import FINAL, Method, TrainJob, TrainResult, r
 from components.training.verifier import NO, YES, VerifierScorer, answer_ids, question_ids
 
 if TYPE_CHECKING:
-    from components.tracking.training import TrackingConfig
+    from components.tracking.tracker import TrackingConfig
 
 DEEPSPEED_DIR = PROJECT_ROOT / "infra" / "deepspeed"
 KINDS: dict[str, str] = {"sft": "sft", "dpo": "preference", "verifier": "verifier"}
+# beside a stage's merged model: which run, dataset and starting model made it (the verifier's says what it saw)
+STAGE_MARKER = "medgym_stage.json"
+# in a stage's run folder: the dataset and starting model its checkpoints belong to
+RUN_MARKER = "medgym_run.json"
 log = logging.getLogger(__name__)
 
 
 class TrainingProfile(Protocol):
-    """What a training stage reads of its profile, and nothing more: the profile's name (it names folders and runs),
-    its training section, where its rollouts are and where runs are tracked. The composition layer's profile is
-    one; this engine never imports it."""
+    """What a training stage reads of its profile, and nothing more: the profile's name (it names runs and
+    messages), its training section and where runs are tracked. The composition layer's profile is one; this
+    engine never imports it."""
 
     profile: str
     training: TrainingConfig
     tracking: TrackingConfig
 
-    def rollout_dir(self, name: str) -> Path: ...
+
+@dataclass(frozen=True)
+class StageDirs:
+    """Where one training stage keeps its files, as the composition layer lays them out (components/pipeline/paths.py,
+    `stage_dirs`); the engine reads and writes where it is told."""
+
+    name: str  # the stage: its method's name, or a self-improvement round's (`round1-sft`)
+    dataset: Path  # its dataset folder (a DVC output)
+    run: Path  # its checkpoints (its launch log is written beside it)
+    merged: Path  # the plain checkpoint the policies load
+    rollouts: dict[str, Path] = field(default_factory=dict)  # the folders of the rollouts its `episodes` name
 
 
 class RunConflictError(ValueError):
@@ -67,54 +82,19 @@ class StageOutput:
     model_uri: str | None
 
 
-# ---------------------------------------------------------------------- paths
-# A stage is named by its method (sft, dpo, verifier) unless it says otherwise: self-improvement rounds train
-# `round1-sft`, `round1-dpo`, ... with the same methods, each in its own folders and MLflow run.
-def dataset_dir(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Path:
-    return cfg.training.data_dir / cfg.profile / (stage or method)
-
-
-def run_dir(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Path:
-    return cfg.training.out_dir / cfg.profile / (stage or method)
-
-
-def merged_dir(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Path:
-    return run_dir(cfg, method, stage) / "merged"
-
-
-def init_model(cfg: TrainingProfile, method: Method) -> str:
-    """The checkpoint a stage starts from: its `init` (base, another stage's merged output, or a folder)."""
-    init = getattr(cfg.training, method).init
-    if init == "base":
-        return cfg.training.base_model
-    if init in KINDS:
-        path = merged_dir(cfg, init)  # type: ignore[arg-type]
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{method} starts from the {init} stage's model, and {path} holds none: "
-                                    f"run `medgym train {init}` first")
-        return str(path)
-    return init
-
-
 # ---------------------------------------------------------------------- data
-def stage_episodes(cfg: TrainingProfile, names: list[str], trains: str | None = None
-                   ) -> tuple[list[Episode], list[Path]]:
-    """The episodes of the profile's rollouts `names`, and their folders. `trains` names the training stage that
+def rollout_episodes(folder: Path, name: str, profile: str, trains: str | None = None) -> list[Episode]:
+    """The episodes of the profile's rollout `name`, collected into `folder`. `trains` names the training stage that
     reads them (`sft stage 'round1-sft'`): each episode must then be of a train task (evaluation reads any split)."""
     from components.rollout.store import load_episodes_dir
 
-    episodes, dirs = [], []
-    for name in names:
-        folder = cfg.rollout_dir(name)
-        if not folder.is_dir():
-            raise FileNotFoundError(f"no episodes of rollout {name!r} at {folder}: run `medgym rollout --collection "
-                                    f"{name} --profile {cfg.profile}` first")
-        loaded = load_episodes_dir(folder).episodes
-        if trains is not None:
-            refuse_held_out(loaded, folder, name, f"the {trains} of profile {cfg.profile}")
-        episodes += loaded
-        dirs.append(folder)
-    return episodes, dirs
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no episodes of rollout {name!r} at {folder}: run `medgym rollout --collection "
+                                f"{name} --profile {profile}` first")
+    loaded = load_episodes_dir(folder).episodes
+    if trains is not None:
+        refuse_held_out(loaded, folder, name, f"the {trains} of profile {profile}")
+    return loaded
 
 
 def refuse_held_out(episodes: list[Episode], folder: Path, rollout: str, stage: str) -> None:
@@ -173,10 +153,10 @@ def dataset_rows(method: Method, settings: SFTSettings | DPOSettings | VerifierS
     return data.verifier_examples(episodes, chat, verifier_budget(settings, chat), settings.schedule.seed)
 
 
-def build_dataset(cfg: TrainingProfile, method: Method, stage: str | None = None) -> Any:
-    """Build, validate and write the stage's dataset; returns its manifest. A stage that scores with the verifier
-    records `verifier_scoring` in the manifest's settings: the verifier's dataset, how many episodes it scored, and
-    how many it did not because it trained on them."""
+def build_dataset(cfg: TrainingProfile, method: Method, dirs: StageDirs, verifier: StageDirs | None = None) -> Any:
+    """Build, validate and write the stage's dataset into `dirs.dataset`; returns its manifest. A stage that scores
+    with the verifier (whose folders are `verifier`) records `verifier_scoring` in the manifest's settings: the
+    verifier's dataset, how many episodes it scored, and how many it did not because it trained on them."""
     from components.training.datasets import source_ref, write_dataset
 
     settings = getattr(cfg.training, method)
@@ -184,23 +164,25 @@ def build_dataset(cfg: TrainingProfile, method: Method, stage: str | None = None
         raise data.EmptyDatasetError(f"training.{method}.episodes names no rollout in profile {cfg.profile}")
     tokenizer = load_tokenizer(cfg.training.base_model)  # every stage shares it; merged checkpoints carry the same
     chat = ChatTokens(tokenizer)
-    trains = f"{method} stage {stage or method!r}"
-    rollouts = {name: stage_episodes(cfg, [name], trains=trains) for name in settings.episodes}
-    dirs = [d for _, folders in rollouts.values() for d in folders]
+    trains = f"{method} stage {dirs.name!r}"
+    rollouts = {name: rollout_episodes(dirs.rollouts[name], name, cfg.profile, trains=trains)
+                for name in settings.episodes}
     judged, recorded = None, settings.model_dump(mode="json")
     if (method == "dpo" and settings.verifier_pairs) or (method == "sft" and settings.min_verifier_score is not None):
-        judged = judge_episodes(cfg, method, {name: eps for name, (eps, _) in rollouts.items()}, chat)
+        if verifier is None:
+            raise ValueError(f"{dirs.name} stage of profile {cfg.profile}: scoring with the verifier needs its folders")
+        judged = judge_episodes(cfg, method, rollouts, chat, verifier)
         episodes = judged.episodes
         recorded["verifier_scoring"] = judged.stats()
         log.info("%s stage of profile %s: the verifier scored %d episodes; %d it trained on were not scored",
-                 stage or method, cfg.profile, len(judged.scores), judged.unscored)
+                 dirs.name, cfg.profile, len(judged.scores), judged.unscored)
     else:
-        episodes = [e for eps, _ in rollouts.values() for e in eps]
+        episodes = [e for eps in rollouts.values() for e in eps]
     try:
         rows = dataset_rows(method, settings, episodes, chat, judged)
     except data.EmptyDatasetError as exc:
-        raise data.EmptyDatasetError(f"{stage or method} stage of profile {cfg.profile}: {exc}") from None
-    return write_dataset(dataset_dir(cfg, method, stage), KINDS[method], rows, sources=[source_ref(d) for d in dirs],
+        raise data.EmptyDatasetError(f"{dirs.name} stage of profile {cfg.profile}: {exc}") from None
+    return write_dataset(dirs.dataset, KINDS[method], rows, sources=[source_ref(dirs.rollouts[n]) for n in rollouts],
                          tokenizer=cfg.training.base_model, settings=recorded)
 
 
@@ -253,13 +235,13 @@ class Judged:
         return {"verifier_dataset": self.dataset, "scored": len(self.scores), "trained_on": self.unscored}
 
 
-def judge_episodes(cfg: TrainingProfile, method: Method, rollouts: dict[str, list[Episode]], chat: ChatTokens
-                   ) -> Judged:
-    """Score with the verifier stage's model the episodes the stage needs scored, for DPO those of tasks with both
-    a correct and an incorrect episode (what a ranked pair needs), for SFT the correct ones, and of them only
-    those it never trained on."""
+def judge_episodes(cfg: TrainingProfile, method: Method, rollouts: dict[str, list[Episode]], chat: ChatTokens,
+                   verifier: StageDirs) -> Judged:
+    """Score with the verifier stage's model (in `verifier`'s folders) the episodes the stage needs scored, for DPO
+    those of tasks with both a correct and an incorrect episode (what a ranked pair needs), for SFT the correct
+    ones, and of them only those it never trained on."""
     needed_by = "training.dpo.verifier_pairs" if method == "dpo" else "training.sft.min_verifier_score"
-    seen, dataset = verifier_trained_on(cfg, needed_by)
+    seen, dataset = verifier_trained_on(cfg, verifier, needed_by)
     episodes = [e.model_copy(update={"episode_id": f"{name}/{e.episode_id}"})
                 for name, eps in rollouts.items() for e in eps]
     trained = {e.episode_id for e in episodes if _ids_digest(episode_token_ids(e, chat).input_ids) in seen}
@@ -268,20 +250,20 @@ def judge_episodes(cfg: TrainingProfile, method: Method, rollouts: dict[str, lis
         return _mixed_tasks(eps) if method == "dpo" else [e for e in eps if e.outcome == Outcome.CORRECT]
 
     unscored = sum(e.episode_id in trained for e in needed(episodes))
-    scores = verifier_scores(cfg, needed([e for e in episodes if e.episode_id not in trained]), needed_by)
+    scores = verifier_scores(cfg, verifier, needed([e for e in episodes if e.episode_id not in trained]), needed_by)
     return Judged(episodes, trained, scores, unscored, dataset)
 
 
-def verifier_trained_on(cfg: TrainingProfile, needed_by: str) -> tuple[set[str], str]:
+def verifier_trained_on(cfg: TrainingProfile, verifier: StageDirs, needed_by: str) -> tuple[set[str], str]:
     """Digests of the token ids of every row the verifier stage's model trained on, and that dataset's content
     hash. Matched by content, not by episode id: ids repeat across rollouts of the same tasks."""
     from components.training.datasets import read_dataset
 
-    marker = verifier_model(cfg, needed_by) / "medgym_stage.json"
+    marker = verifier_model(verifier, needed_by) / STAGE_MARKER
     if not marker.is_file():
         raise FileNotFoundError(f"{marker}: the verifier's model records no dataset, so which episodes it trained on "
                                 "is unknown and none can be scored as unseen: train it with `medgym train verifier`")
-    folder = dataset_dir(cfg, "verifier")
+    folder = verifier.dataset
     manifest, rows = read_dataset(folder)
     trained = str(json.loads(marker.read_text()).get("dataset"))
     if trained != manifest.content_hash:
@@ -298,17 +280,17 @@ def _ids_digest(ids: list[int]) -> str:
     return hashlib.sha256(json.dumps(ids, separators=(",", ":")).encode()).hexdigest()
 
 
-def verifier_scores(cfg: TrainingProfile, episodes: list[Episode], needed_by: str = "verifier scores"
-                    ) -> dict[str, float]:
-    path = verifier_model(cfg, needed_by)
+def verifier_scores(cfg: TrainingProfile, verifier: StageDirs, episodes: list[Episode],
+                    needed_by: str = "verifier scores") -> dict[str, float]:
+    path = verifier_model(verifier, needed_by)
     if not episodes:
         return {}
     return verifier_scorer(path, cfg.training.verifier).score(episodes)
 
 
-def verifier_model(cfg: TrainingProfile, needed_by: str) -> Path:
+def verifier_model(verifier: StageDirs, needed_by: str) -> Path:
     """The verifier stage's merged model; a stage that needs it before it is trained stops and says so."""
-    path = merged_dir(cfg, "verifier")
+    path = verifier.merged
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{needed_by} needs the verifier stage's model, and {path} holds none: run "
                                 "`medgym train verifier` first")
@@ -361,21 +343,20 @@ def _free_port() -> int:
 
 
 # ---------------------------------------------------------------------- the stage
-def run_stage(cfg: TrainingProfile, method: Method, *, stage: str | None = None, log_model: bool = True,
+def run_stage(cfg: TrainingProfile, method: Method, dirs: StageDirs, init: str, *, log_model: bool = True,
               fresh: bool = False, project_root: Path | None = None, on_event: Any = None) -> StageOutput:
-    """Dataset → training → merged checkpoint, tracked as one MLflow run named `<profile>-<stage>`."""
-    from components.tracking.training import flatten, training_run
+    """Dataset → training from the checkpoint `init` → merged checkpoint, tracked as one MLflow run named
+    `<profile>-<stage>`."""
+    from components.tracking.tracker import flatten
+    from components.tracking.training import training_run
     from components.training.datasets import read_manifest
 
     settings = getattr(cfg.training, method)
-    name = stage or method
-    out = run_dir(cfg, method, stage)
+    name, out, base, data_dir = dirs.name, dirs.run, init, dirs.dataset
     if fresh and out.exists():
         import shutil
 
         shutil.rmtree(out)
-    base = init_model(cfg, method)
-    data_dir = dataset_dir(cfg, method, stage)
     manifest = read_manifest(data_dir)  # the rows are read, and their hash checked, by the trainer
     _claim_run_dir(out, manifest.content_hash, base)
     dist = cfg.training.distributed
@@ -392,13 +373,13 @@ def run_stage(cfg: TrainingProfile, method: Method, *, stage: str | None = None,
                          "train_tokens_per_s": result.tokens_per_s, "global_step": result.global_step,
                          **({"train_loss_final": result.train_loss} if result.train_loss is not None else {})})
         final = out / FINAL
-        model_dir = merged_dir(cfg, method, stage)
+        model_dir = dirs.merged
         if is_adapter(final):
             merge_and_save(final, model_dir)
         else:
             _copy_dir(final, model_dir)
         kind = "reward" if method == "verifier" and cfg.training.verifier.kind == "reward" else "causal"
-        (model_dir / "medgym_stage.json").write_text(json.dumps(
+        (model_dir / STAGE_MARKER).write_text(json.dumps(
             {"method": method, "stage": name, "kind": kind, "run_id": run.run_id, "dataset": manifest.content_hash,
              "init": base}, indent=1))
         uri = None
@@ -410,7 +391,7 @@ def run_stage(cfg: TrainingProfile, method: Method, *, stage: str | None = None,
 def _claim_run_dir(out: Path, content_hash: str, base: str) -> None:
     """A run folder belongs to one dataset and one starting model: resuming its checkpoints on other data would
     train a mix of both without saying so."""
-    marker = out / "medgym_run.json"
+    marker = out / RUN_MARKER
     want = {"dataset": content_hash, "init": base}
     if marker.is_file():
         have = json.loads(marker.read_text())

@@ -23,7 +23,10 @@ from components.training.config import DPOSettings, LoraSettings, Schedule, SFTS
 from components.training.models import load_tokenizer, lora_config, precision_flags
 
 Method = Literal["sft", "dpo", "verifier"]
+# a run folder's layout, for every trainer here and in components/rl: `checkpoint-<step>` while it trains, the
+# last weights in FINAL (an adapter with LoRA), and in MERGED the plain checkpoint that policies load
 FINAL = "final"
+MERGED = "merged"
 RESULT = "result.json"
 
 

@@ -297,8 +297,8 @@ def test_the_report_is_written_atomically_and_reads_back(agents, test_cases, wor
 def test_the_eval_stage_writes_and_tracks(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from components.config import PipelineConfig
     from components.diag.cohort import CohortConfig, write_cohort
+    from components.profile.config import PipelineConfig
     from flows.diag import eval_stage
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -311,7 +311,7 @@ def test_the_eval_stage_writes_and_tracks(tmp_path):
     assert (tmp_path / "eval" / "episodes" / "random.jsonl").is_file()
     client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("diag-test").experiment_id])
-    assert run.data.tags["stage"] == "diag.eval" and run.data.params["world"] == "recorded"
+    assert run.data.tags["medgym.stage"] == "diag.eval" and run.data.params["world"] == "recorded"
     assert run.data.metrics["greedy.accuracy"] == out["metrics"]["greedy.accuracy"]
     with pytest.raises(ValueError, match="held-out"):
         eval_stage(cfg, tmp_path / "cohort" / "cases.jsonl", tmp_path / "x", split="train")

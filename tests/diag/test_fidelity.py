@@ -11,7 +11,6 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from components.config import PipelineConfig
 from components.diag.catalogue import ExamKind, default_catalogue
 from components.diag.fidelity import (
     ContradictionRules,
@@ -27,6 +26,7 @@ from components.diag.fidelity import (
 from components.diag.profile import fill
 from components.diag.results import format_lab, parse_values, rounded
 from components.diag.world import RecordedWorldModel, from_scale, to_scale
+from components.profile.config import PipelineConfig
 
 CAT = default_catalogue()
 LABS = (ExamKind.LAB, ExamKind.PANEL)
@@ -257,7 +257,7 @@ def test_the_fidelity_stage_writes_and_tracks_the_card(tmp_path):
 
     client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("diag-test").experiment_id])
-    assert run.data.tags["stage"] == "diag.fidelity" and run.data.params["models"] == "recorded,statistical"
+    assert run.data.tags["medgym.stage"] == "diag.fidelity" and run.data.params["models"] == "recorded,statistical"
     assert run.data.metrics["recorded.variance_ratio_mean"] == pytest.approx(1.0)
     assert run.data.metrics["statistical.wasserstein_mean"] == pytest.approx(result["models"]["statistical"]["wasserstein_mean"])
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"card.md", "card.json"}

@@ -9,8 +9,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from components.config import PipelineConfig
 from components.diag.record import load_cases
+from components.profile.config import PipelineConfig
 from tests.diag.conftest import write_diaggym
 
 
@@ -37,7 +37,7 @@ def test_build_and_import_stages_write_validate_and_track(tmp_path):
 
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("diag-test").experiment_id])
-    by_stage = {r.data.tags["stage"]: r for r in runs}
+    by_stage = {r.data.tags["medgym.stage"]: r for r in runs}
     assert set(by_stage) == {"diag.build", "diag.import"}
     assert by_stage["diag.build"].data.metrics["cases"] == len(cases)
     assert by_stage["diag.build"].data.params["seed"] == "3"

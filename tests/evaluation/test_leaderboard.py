@@ -358,7 +358,7 @@ def _write_rollout(out_dir: Path, episodes: list[Episode]) -> Path:
 def test_leaderboard_flow_writes_the_reports_and_logs_them_in_one_mlflow_run(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from components.config import PipelineConfig
+    from components.profile.config import PipelineConfig
     from flows.evaluate import leaderboard_flow
 
     dirs = {name: _write_rollout(tmp_path / "rollouts" / name, make())

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from components.config import PipelineConfig
 from components.evaluation.metrics import roc_auc
 from components.policies.tokens import episode_token_ids
+from components.profile.config import PipelineConfig
 from components.training.verifier import VerifierScorer
 from tests.evaluation.test_leaderboard import _write_rollout, middling, strong, weak
 

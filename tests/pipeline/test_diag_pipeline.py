@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from components.common.io import RecordError
-from components.config import CONFIG_DIR, PipelineConfig, load_config
 from components.diag.record import load_cases
 from components.envs.episode import load_episodes
 from components.pipeline.dvc import dvc_file, render
 from components.pipeline.plan import PlanError, build_plan
 from components.pipeline.state import PipelineState, decide, stage_key
+from components.profile.config import CONFIG_DIR, PipelineConfig, load_config
 from tests.conftest import ROOT
 from tests.pipeline.test_pipeline_smoke import medgym, pipeline_runs, result_of
 

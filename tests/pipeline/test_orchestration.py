@@ -45,8 +45,7 @@ def test_mlflow_sends_no_telemetry_from_a_command():
 def test_a_runs_tags_are_written_in_batches_and_all_land(tmp_path: Path):
     from mlflow.tracking import MlflowClient
 
-    from components.config import TrackingConfig
-    from components.tracking.tracker import MlflowTracker
+    from components.tracking.tracker import MlflowTracker, TrackingConfig
 
     tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'm.db'}", artifact_location=str(tmp_path / "a"),
                               experiment="tags")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig, load_config
 from components.pipeline.plan import PlanError, build_plan
 from components.pipeline.state import PipelineState, clear_outputs, stage_key
+from components.profile.config import PipelineConfig, load_config
 from tests.conftest import ROOT
 
 
@@ -67,6 +67,31 @@ def test_a_method_the_profile_does_not_configure_is_not_trained():
     raw.pop("pipeline")
     plan = build_plan(PipelineConfig.model_validate(raw))
     assert plan.names == ["suite", "teacher", "base", "sft", "evaluate"]  # no held-out rollout plays sft: no register
+
+
+def test_a_rollout_names_the_stage_whose_model_it_plays_and_the_plan_sets_its_folder():
+    raw = load_config("smoke").model_dump(mode="json", exclude_unset=True)
+    assert raw["rollouts"]["dpo_test"]["plays"] == "dpo" and "model" not in raw["rollouts"]["dpo_test"]["policy"]["options"]
+    plan = build_plan(load_config("smoke"))
+    assert plan.cfg.rollouts["dpo_test"].policy.options["model"] == "models/smoke/dpo/merged"
+    assert plan["dpo_test"].needs == ("suite", "dpo") and plan["base"].needs == ("suite",)  # base: a checkpoint
+    assert (plan.cfg.rollouts["round1_test"].plays, plan.cfg.rollouts["round1_train"].plays) == ("round1-dpo", "dpo")
+    with pytest.raises(ValueError, match=r"rollouts.dpo_test plays the dpo stage's model, whose folder the plan sets"):
+        load_config("smoke").collection("dpo_test")
+
+    def with_model(model: object) -> PipelineConfig:
+        rollouts = {**raw["rollouts"], "dpo_test": {**raw["rollouts"]["dpo_test"], "plays": None,
+                                                    "policy": {"backend": "hf", "options": {"model": model}}}}
+        return PipelineConfig.model_validate({**raw, "rollouts": rollouts})
+
+    with pytest.raises(PlanError, match=r"rollouts.dpo_test plays models/smoke/dpo/merged, the dpo stage's model: "
+                                        r"write `model: \{stage: dpo\}`"):
+        build_plan(with_model("models/smoke/dpo/merged"))
+    with pytest.raises(PlanError, match=r"rollouts.dpo_test plays the model of stage 'dpo2', which profile smoke does "
+                                        r"not train \(it trains: sft, verifier, dpo, round1-sft, round1-dpo\)"):
+        build_plan(with_model({"stage": "dpo2"}))
+    with pytest.raises(ValueError, match=r"policy.options.model is a checkpoint \(a path or a model name\) or"):
+        with_model({"stage": "dpo", "path": "x"})
 
 
 def test_bad_stage_lists_name_what_is_wrong():
@@ -128,8 +153,7 @@ def test_state_decides_new_resume_cached_stale_and_a_stale_stage_is_cleared(tmp_
 
 
 def test_a_deployment_points_every_profile_at_its_tracking_server(monkeypatch):
-    from components.config import TrackingConfig
-    from components.tracking.tracker import URI_ENV, MlflowTracker
+    from components.tracking.tracker import URI_ENV, MlflowTracker, TrackingConfig
 
     assert MlflowTracker(TrackingConfig(mlflow_uri="http://127.0.0.1:5000")).uri == "http://127.0.0.1:5000"
     monkeypatch.setenv(URI_ENV, "http://mlflow:5000")
@@ -139,8 +163,8 @@ def test_a_deployment_points_every_profile_at_its_tracking_server(monkeypatch):
 def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
     import yaml
 
-    from components.config import CONFIG_DIR
     from components.pipeline.dvc import render
+    from components.profile.config import CONFIG_DIR
 
     plan = build_plan(load_config("demo"))
     text = render(plan, CONFIG_DIR / "demo.yaml", ROOT)
@@ -157,8 +181,7 @@ def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
 def test_an_interrupted_pipeline_run_is_carried_on_under_its_parent_run_and_a_changed_profile_starts_anew(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from components.config import TrackingConfig
-    from components.tracking.tracker import MlflowTracker
+    from components.tracking.tracker import MlflowTracker, TrackingConfig
 
     tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'm.db'}", artifact_location=str(tmp_path / "a"),
                               experiment="resume")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from components.config import load_config
 from components.pipeline.closure import ClosureError, closure
 from components.pipeline.plan import build_plan
 from components.pipeline.state import stage_key
+from components.profile.config import load_config
 from tests.conftest import ROOT
 
 COPIED = ("components", "infra/deepspeed", "flows", "tests/pipeline")
@@ -86,7 +86,7 @@ def test_the_closure_follows_lazy_relative_and_named_imports_and_files_read_besi
     root = _tree(tmp_path, {
         "components/__init__.py": "",
         "components/app/__init__.py": "",
-        "components/app/main.py": ("import numpy\nfrom flows import cli\nfrom components.config import Profile\n"
+        "components/app/main.py": ("import numpy\nfrom flows import cli\nfrom components.profile.config import Profile\n"
                                    "from . import sibling\n\n\ndef later():\n    from ..lib.deep import thing\n"
                                    "    importlib.import_module('components.plugins.one')\n"
                                    "    return Path(__file__).with_name('table.lock').read_text()\n"),
@@ -98,7 +98,7 @@ def test_the_closure_follows_lazy_relative_and_named_imports_and_files_read_besi
         "components/lib/deep.py": "thing = 1\n",
         "components/plugins/one.py": "",
         "components/plugins/two.py": "",
-        "components/config.py": "from components.app import unused\n",
+        "components/profile/config.py": "from components.app import unused\n",
         "flows/cli.py": "",
     })
     assert closure(root, ("components.app.main",)) == (

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import CONFIG_DIR, PipelineConfig, load_config
 from components.pipeline.plan import PlanError, build_plan, check_training_episodes
+from components.profile.config import CONFIG_DIR, PipelineConfig, load_config
 
 REFUSAL = ("{file}: {stage} reads rollouts.{rollout}, which plays {plays}: training reads train episodes only "
            "(set rollouts.{rollout}.split: train)")

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig
 from components.diag.cohort import CohortConfig, build_cohort
 from components.diag.evaluate import run_agent
 from components.diag.fidelity import evaluate_fidelity, write_card
 from components.diag.record import save_cases
 from components.diag.world import StatisticalWorldModel
 from components.envs.episode import save_episodes
-from components.pipeline.plan import diag_paths
+from components.pipeline.kinds.diag import diag_paths
+from components.profile.config import PipelineConfig
 from components.registry import case_hashes
 from flows.diag_pipeline import TEST, WORLD_FILE
 

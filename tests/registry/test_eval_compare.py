@@ -10,13 +10,14 @@ import subprocess
 import pytest
 import yaml
 
-from components.config import RegistryConfig, TrackingConfig
 from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
-from components.registry import register, rollout_evaluation
-from components.rollout.collect import CollectionConfig, collect
+from components.registry import RegistryConfig, register, rollout_evaluation
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import load_episodes_dir
+from components.tracking.tracker import TrackingConfig
 from tests.conftest import ROOT
 from tests.test_registry import TASKS, rollout, write_tasks
 from tests.training.conftest import write_rollout

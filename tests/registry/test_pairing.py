@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.config import RegistryConfig
 from components.envs.coding_env import EnvConfig
 from components.envs.episode import Episode, PolicyInfo, Sampling
 from components.evaluation.metrics import paired_difference
-from components.registry import Evaluation, decide, register, rollout_evaluation
+from components.registry import Evaluation, RegistryConfig, decide, register, rollout_evaluation
 from components.tasks.record import AnswerSpec, ContextFile, Task, save_tasks
 from tests.evaluation.test_leaderboard import episode
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig, RegistryConfig, load_config
 from components.evaluation.leaderboard import Interval, leaderboard
 from components.pipeline.plan import PlanError, build_plan
-from components.registry import Candidate, register, select, unselected, valid_figure
+from components.profile.config import PipelineConfig, load_config
+from components.registry import Candidate, RegistryConfig, register, select, unselected, valid_figure
 from tests.evaluation.test_leaderboard import rollout
 from tests.test_registry import evaluated
 from tests.test_registry import rollout as scored_rollout
@@ -81,14 +81,11 @@ def _profile(tmp_path: Path, valid: bool = True) -> PipelineConfig:
     raw["data"]["out_dir"] = str(tmp_path / "suite")
     raw["training"] |= {"out_dir": str(tmp_path / "models"), "data_dir": str(tmp_path / "training")}
     raw["pipeline"]["reports_dir"] = str(tmp_path / "reports")
-    models = {m: str(tmp_path / "models" / "smoke" / m / "merged") for m in ("sft", "dpo")}
-    raw["rollouts"]["sft_train"]["policy"]["options"]["model"] = models["sft"]
-    raw["rollouts"]["dpo_test"]["policy"]["options"]["model"] = models["dpo"]
-    raw["rollouts"]["sft_test"] = {**raw["rollouts"]["dpo_test"], "policy": {"backend": "hf",
-                                                                            "options": {"model": models["sft"]}}}
+    raw["rollouts"]["sft_test"] = {**raw["rollouts"]["dpo_test"], "plays": None,
+                                   "policy": {"backend": "hf", "options": {"model": {"stage": "sft"}}}}
     if valid:
         for m in ("sft", "dpo"):
-            raw["rollouts"][f"{m}_valid"] = {"policy": {"backend": "hf", "options": {"model": models[m]}},
+            raw["rollouts"][f"{m}_valid"] = {"policy": {"backend": "hf", "options": {"model": {"stage": m}}},
                                              "plan": {"k": 1, "max_new_tokens": 32}, "split": "valid"}
     for name, r in raw["rollouts"].items():
         r["out_dir"] = str(tmp_path / "rollouts" / name)
@@ -202,8 +199,8 @@ def _suite(cfg: PipelineConfig, tasks: int = 8) -> None:
 def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_rollout(model_store, tmp_path,
                                                                                       tiny_model, monkeypatch):
     import flows.pipeline
+    from components.pipeline.paths import dataset_dir, merged_dir
     from components.training.datasets import DatasetManifest
-    from components.training.stage import dataset_dir, merged_dir
     from flows.register import register_flow
 
     tracking, _ = model_store
@@ -219,7 +216,7 @@ def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_ro
         dataset_dir(cfg, m).mkdir(parents=True)
         (dataset_dir(cfg, m) / "manifest.json").write_text(manifest.model_dump_json())
     monkeypatch.setattr(flows.pipeline, "register_flow", register_flow.fn)  # the flow's body, without a Prefect server
-    out = flows.pipeline.run_register(plan, cfg, plan["register"], {})
+    out = flows.pipeline.run_register(plan, cfg, plan["register"])
     assert (out["chosen"], out["chosen_on"], out["test_reads"]) == ("sft", "valid", 3)
 
     from mlflow.tracking import MlflowClient
@@ -232,7 +229,7 @@ def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_ro
 
 def test_the_evaluate_stage_ranks_valid_rollouts_on_a_board_of_their_own(tmp_path, monkeypatch):
     import flows.pipeline
-    from components.config import TrackingConfig
+    from components.tracking.tracker import TrackingConfig
     from flows.evaluate import leaderboard_flow
 
     cfg = _profile(tmp_path).model_copy(update={"tracking": TrackingConfig(
@@ -242,7 +239,7 @@ def test_the_evaluate_stage_ranks_valid_rollouts_on_a_board_of_their_own(tmp_pat
     assert plan["evaluate"].needs == ("base", "sft_test", "sft_valid")
     _played(cfg, {"base": 1, "sft_test": 5, "sft_valid": 6})
     monkeypatch.setattr(flows.pipeline, "leaderboard_flow", leaderboard_flow.fn)
-    out = flows.pipeline.run_evaluate(plan, plan.cfg, plan["evaluate"], {})
+    out = flows.pipeline.run_evaluate(plan, plan.cfg, plan["evaluate"])
     board = Path(out["report_dir"])
     test_md, valid_md = (board / "leaderboard.md").read_text(), (board / "valid" / "leaderboard.md").read_text()
     assert "sft_test" in test_md and "sft_valid" not in test_md

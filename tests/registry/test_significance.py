@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from components.config import RegistryConfig
 from components.evaluation.metrics import paired_difference
+from components.registry import RegistryConfig
 from components.registry.significance import EXACT_MAX_NONZERO, PairedTest, paired_test, spent_alpha
 
 

@@ -21,8 +21,9 @@ from components.envs.coding_env import EnvConfig
 from components.envs.episode import Outcome
 from components.policies.registry import PolicyConfig
 from components.policies.tokens import ChatTokens, episode_token_ids
-from components.rollout.collect import CollectionConfig, collect
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import load_episodes_dir
 from components.tasks.record import load_tasks
 
@@ -104,7 +105,8 @@ import sys
 from pathlib import Path
 from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
-from components.rollout.collect import CollectionConfig, collect
+from components.rollout.collect import collect
+from components.rollout.runner import CollectionConfig
 from components.rollout.jobs import SamplingPlan
 cfg = CollectionConfig(policy=PolicyConfig(backend="scripted", options={"mistake_rate": 0.5}), plan=SamplingPlan(k=4),
                        split="train", workers=2, sandbox_backend="process", env=EnvConfig(max_turns=8), shard_size=5)

@@ -12,8 +12,9 @@ from components.policies.models import SMOLLM2, resolve_model
 from components.policies.registry import PolicyConfig
 from components.policies.tokens import ChatTokens, episode_token_ids
 from components.policies.vllm_server import VLLMServer
-from components.rollout.collect import CollectionConfig, collect
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import load_episodes_dir
 from tests.vllm_support import REAL_VLLM, smollm2_server
 

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from components.config import SuiteSize
 from components.tasks.checkers import check_answer
 from components.tasks.generators import all_generators
 from components.tasks.generators.balance import balanced
 from components.tasks.generators.calculators import REL_SLACK, answer_spec
 from components.tasks.record import AnswerSpec, AnswerType, Domain, Task, save_tasks
 from components.tasks.spread import category_spread, entropy_bits, spread_bound
-from components.tasks.suite import generate_category
+from components.tasks.suite import SuiteSize, generate_category
 from components.tasks.validation import MIN_TASKS_FOR_BOUND, validate_tasks
 
 PER_CATEGORY = 300

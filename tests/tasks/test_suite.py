@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from components.config import SuiteSize
 from components.sandbox.factory import open_sandbox
 from components.sandbox.protocol import Limits
 from components.tasks.generators import all_generators
 from components.tasks.record import load_tasks
-from components.tasks.suite import build_suite, parts_dir
+from components.tasks.suite import SuiteSize, build_suite, parts_dir
 from components.tasks.validation import validate_tasks
 
 SIZES = SuiteSize(train_per_category=2, test_per_category=1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.config import DataConfig, SuiteSize
+from components.profile.config import DataConfig
 from components.tasks.generators import all_generators
 from components.tasks.record import load_tasks
-from components.tasks.suite import build_suite, generate_category
+from components.tasks.suite import SuiteSize, build_suite, generate_category
 from components.tasks.validation import validate_tasks
 from tests.tasks.test_suite import digest, opener
 

@@ -33,6 +33,14 @@ def text_episode(task: int, sample: int, correct: bool, split: str | None = "tra
                    policy=PolicyInfo(backend="scripted", model="fixed"), duration_s=0.5)
 
 
+def build_dataset(cfg, method: str, stage: str | None = None):
+    """The stage's dataset, built in the profile's folders as `medgym train` builds it (flows/training.py)."""
+    from components.pipeline.paths import stage_dirs
+    from components.training.stage import build_dataset as build
+
+    return build(cfg, method, stage_dirs(cfg, method, stage), stage_dirs(cfg, "verifier"))
+
+
 def text_episodes(tasks: int = 4, correct_only: bool = False) -> list[Episode]:
     """Per task, sample 0 correct and sample 1 wrong (or correct too, with `correct_only`)."""
     return [text_episode(t, s, correct_only or s == 0) for t in range(tasks) for s in range(2)]

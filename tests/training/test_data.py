@@ -8,8 +8,9 @@ from components.envs.coding_env import EnvConfig
 from components.envs.episode import Outcome
 from components.policies.registry import PolicyConfig
 from components.policies.tokens import ChatTokens, episode_token_ids
-from components.rollout.collect import CollectionConfig, collect
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import load_episodes_dir
 from components.training.data import (
     EmptyDatasetError,

@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from components.config import PipelineConfig
+from components.pipeline.paths import dataset_dir, init_model, merged_dir, stage_dirs
+from components.profile.config import PipelineConfig
 from components.training import stage
 from components.training.data import EmptyDatasetError
 from components.training.datasets import read_dataset
 from components.training.models import ADAPTER_FILE
-from tests.training.conftest import text_episodes, write_rollout
+from tests.training.conftest import build_dataset, text_episodes, write_rollout
 
 STEPS = 3
 
@@ -42,13 +43,13 @@ def test_sft_stage_builds_its_dataset_trains_merges_and_tracks_one_mlflow_run(tm
 
     episodes = text_episodes(3)
     cfg = config(tmp_path, tiny_model, write_rollout(tmp_path / "rollout", episodes))
-    manifest = stage.build_dataset(cfg, "sft")
+    manifest = build_dataset(cfg, "sft")
     assert manifest.kind == "sft" and manifest.rows == sum(e.reward == 1.0 for e in episodes) == 3
-    assert read_dataset(stage.dataset_dir(cfg, "sft"))[0] == manifest
+    assert read_dataset(dataset_dir(cfg, "sft"))[0] == manifest
     assert manifest.sources[0].path == str(tmp_path / "rollout")
 
-    out = stage.run_stage(cfg, "sft")
-    assert out.result.global_step == STEPS and out.model_dir == stage.merged_dir(cfg, "sft")
+    out = stage.run_stage(cfg, "sft", stage_dirs(cfg, "sft"), init_model(cfg, "sft"))
+    assert out.result.global_step == STEPS and out.model_dir == merged_dir(cfg, "sft")
     assert (out.model_dir / "model.safetensors").is_file() and not (out.model_dir / ADAPTER_FILE).exists()
     marker = json.loads((out.model_dir / "medgym_stage.json").read_text())
     assert marker == {"method": "sft", "stage": "sft", "kind": "causal", "run_id": out.run_id, "dataset": manifest.content_hash,
@@ -83,17 +84,17 @@ def test_verifier_stage_over_only_correct_episodes_says_both_classes_are_needed_
         tmp_path, tiny_model):
     cfg = config(tmp_path, tiny_model, write_rollout(tmp_path / "rollout", text_episodes(2, correct_only=True)))
     with pytest.raises(EmptyDatasetError, match="both classes are needed") as err:
-        stage.build_dataset(cfg, "verifier")
+        build_dataset(cfg, "verifier")
     assert "verifier stage of profile t" in str(err.value)
-    target = stage.dataset_dir(cfg, "verifier")
+    target = dataset_dir(cfg, "verifier")
     assert not target.exists()
     assert not target.parent.exists() or not list(target.parent.iterdir())  # no temporary folder left either
 
 
-def test_a_stage_reads_only_the_settings_its_protocol_names(tmp_path, tiny_model):
-    """The engine takes any TrainingProfile: the same dataset comes from the four settings alone as from the profile."""
+def test_a_stage_reads_only_the_settings_its_protocol_names_in_the_folders_it_is_given(tmp_path, tiny_model):
+    """The engine takes any TrainingProfile and the folders it is told: the same dataset comes from the three
+    settings alone, written where StageDirs says, as from the profile in the pipeline's layout."""
     from dataclasses import dataclass
-    from pathlib import Path
 
     cfg = config(tmp_path, tiny_model, write_rollout(tmp_path / "rollout", text_episodes(3)))
 
@@ -102,12 +103,10 @@ def test_a_stage_reads_only_the_settings_its_protocol_names(tmp_path, tiny_model
         profile: str
         training: object
         tracking: object
-        rollouts: dict
 
-        def rollout_dir(self, name: str) -> Path:
-            return self.rollouts[name]
-
-    alone = Settings("t", cfg.training.model_copy(update={"data_dir": tmp_path / "alone"}), cfg.tracking,
-                     {"teacher": tmp_path / "rollout"})
-    assert stage.build_dataset(alone, "sft").content_hash == stage.build_dataset(cfg, "sft").content_hash
-    assert stage.dataset_dir(alone, "sft") == tmp_path / "alone" / "t" / "sft"
+    alone = Settings("t", cfg.training, cfg.tracking)
+    dirs = stage.StageDirs("sft", tmp_path / "alone" / "data", tmp_path / "alone" / "run",
+                           tmp_path / "alone" / "merged", {"teacher": tmp_path / "rollout"})
+    manifest = stage.build_dataset(alone, "sft", dirs)
+    assert manifest.content_hash == build_dataset(cfg, "sft").content_hash
+    assert read_dataset(tmp_path / "alone" / "data")[0] == manifest

@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import PipelineConfig
 from components.envs.coding_env import EnvConfig
 from components.envs.episode import load_episodes, row_checksum
 from components.policies.registry import PolicyConfig
-from components.rollout.collect import CollectionConfig, collect
+from components.profile.config import PipelineConfig
+from components.rollout.collect import collect
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.rollout.store import EPISODES, load_episodes_dir, shard_name, shard_paths
-from components.training import stage
 from components.training.stage import HeldOutEpisodeError
-from tests.training.conftest import text_episode, write_rollout
+from tests.training.conftest import build_dataset, text_episode, write_rollout
 
 MEDGYM = [str(Path(sys.executable).parent / "medgym")]  # the installed entry point, as a user runs it
 PROFILE = "guard"
@@ -104,7 +104,7 @@ def test_a_stage_fed_test_episodes_is_refused_naming_the_stage_folder_episode_an
                                                                                        method, stage_name):
     cfg = config(tmp_path, tiny_model, {"teacher": rollouts["train"], "held": rollouts["test"]})
     with pytest.raises(HeldOutEpisodeError) as err:
-        stage.build_dataset(cfg, method, stage_name)
+        build_dataset(cfg, method, stage_name)
     assert str(err.value) == refusal(rollouts["test"], method, stage_name or method, "is from the 'test' split")
     assert "\n" not in str(err.value)
     assert not (tmp_path / "datasets").exists()
@@ -114,14 +114,14 @@ def test_a_stage_fed_valid_episodes_is_refused(tmp_path, tiny_model):
     folder = write_rollout(tmp_path / "valid", [text_episode(t, s, s == 0, split="valid") for t in range(2) for s in range(2)])
     cfg = config(tmp_path, tiny_model, {"held": folder})
     with pytest.raises(HeldOutEpisodeError) as err:
-        stage.build_dataset(cfg, "sft")
+        build_dataset(cfg, "sft")
     assert str(err.value) == refusal(folder, "sft", "sft", "is from the 'valid' split")
 
 
 @pytest.mark.parametrize("method", ["sft", "dpo", "verifier"])
 def test_train_episodes_build_every_stage_dataset(tmp_path, tiny_model, rollouts, method):
     cfg = config(tmp_path, tiny_model, {"teacher": rollouts["train"]})
-    manifest = stage.build_dataset(cfg, method)
+    manifest = build_dataset(cfg, method)
     assert manifest.rows > 0 and [s.path for s in manifest.sources] == [str(rollouts["train"])]
 
 
@@ -134,7 +134,7 @@ def test_a_legacy_episode_without_a_split_loads_as_none_and_training_refuses_it(
 
     cfg = config(tmp_path, tiny_model, {"old": folder})
     with pytest.raises(HeldOutEpisodeError) as err:
-        stage.build_dataset(cfg, "verifier")
+        build_dataset(cfg, "verifier")
     assert str(err.value) == refusal(folder, "verifier", "verifier", (
         "records no split: it predates split recording, so rollout 'old' must be collected again"))
 

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from components.common.io import RecordError
-from components.config import PipelineConfig
 from components.envs.episode import Episode
+from components.pipeline.paths import dataset_dir, merged_dir, stage_dirs
 from components.policies.tokens import episode_token_ids
+from components.profile.config import PipelineConfig
 from components.training import stage
 from components.training.datasets import read_dataset
-from tests.training.conftest import text_episode, write_rollout
+from tests.training.conftest import build_dataset, text_episode, write_rollout
 
 TASKS = 4
 
@@ -68,19 +69,19 @@ def trained(tmp_path, tiny_model, monkeypatch):
         cfg = config(tmp_path, tiny_model, **training)
         write_rollout(tmp_path / "teacher", teacher())
         write_rollout(tmp_path / "sft_train", sft_train())
-        manifest = stage.build_dataset(cfg, "verifier")
-        merged = stage.merged_dir(cfg, "verifier")
+        manifest = build_dataset(cfg, "verifier")
+        merged = merged_dir(cfg, "verifier")
         shutil.copytree(tiny_model, merged)
         (merged / "medgym_stage.json").write_text(json.dumps({"method": "verifier", "dataset": manifest.content_hash}))
-        rows = read_dataset(stage.dataset_dir(cfg, "verifier"))[1]
+        rows = read_dataset(dataset_dir(cfg, "verifier"))[1]
         return cfg, {tuple(r["input_ids"]) for r in rows}, {f"sft_train/{r['episode_id']}" for r in rows}, scored
 
     scored: list[Episode] = []
     real = stage.verifier_scores
 
-    def recording(cfg, episodes, needed_by="verifier scores"):
+    def recording(cfg, verifier, episodes, needed_by="verifier scores"):
         scored.extend(episodes)
-        return real(cfg, episodes, needed_by)
+        return real(cfg, verifier, episodes, needed_by)
 
     monkeypatch.setattr(stage, "verifier_scores", recording)
     return profile
@@ -94,20 +95,21 @@ def test_dpo_ranks_only_episodes_the_verifier_never_trained_on(trained, tiny_cha
     cfg, rows, seen, scored = trained()
     assert len(rows) == len(seen) == 2 * TASKS  # every correct sft_train episode and as many wrong ones
 
-    manifest = stage.build_dataset(cfg, "dpo")
+    manifest = build_dataset(cfg, "dpo")
     assert scored and not inputs(scored, tiny_chat) & rows  # verifier_scores never saw an episode it trained on
     ids = [e.episode_id for e in scored]
     # held out: the teacher's 8 and the 4 wrong sft_train ones left out of the verifier's rows; every task is mixed
     assert len(ids) == 2 * TASKS + TASKS and not set(ids) & seen
     assert {i.split("/")[0] for i in ids} == {"teacher", "sft_train"}  # ids that name their rollout
-    hash_ = read_dataset(stage.dataset_dir(cfg, "verifier"))[0].content_hash
+    hash_ = read_dataset(dataset_dir(cfg, "verifier"))[0].content_hash
     assert manifest.settings["verifier_scoring"] == {"verifier_dataset": hash_, "scored": len(ids), "trained_on": len(seen)}
-    ranked = [r for r in read_dataset(stage.dataset_dir(cfg, "dpo"))[1] if r["kind"] == "verifier_ranked"]
+    ranked = [r for r in read_dataset(dataset_dir(cfg, "dpo"))[1] if r["kind"] == "verifier_ranked"]
     assert len(ranked) == TASKS
     for r in ranked:
         assert {r["source"]["chosen"], r["source"]["rejected"]} <= set(ids)
 
-    judged = stage.judge_episodes(cfg, "dpo", {"teacher": teacher(), "sft_train": sft_train()}, tiny_chat)
+    judged = stage.judge_episodes(cfg, "dpo", {"teacher": teacher(), "sft_train": sft_train()}, tiny_chat,
+                                  stage_dirs(cfg, "verifier"))
     assert judged.trained_on == seen  # by content: the teacher's episodes of the same ids are not among them
     assert set(judged.scores) == set(ids)
 
@@ -115,9 +117,9 @@ def test_dpo_ranks_only_episodes_the_verifier_never_trained_on(trained, tiny_cha
 def test_sft_keeps_the_correct_episodes_the_verifier_trained_on_unscored(trained):
     # a threshold no score reaches: every scored episode is rejected, so what is left is what was never scored
     cfg, _, seen, scored = trained(sft={"episodes": ["teacher", "sft_train"], "min_verifier_score": 1.0})
-    manifest = stage.build_dataset(cfg, "sft")
+    manifest = build_dataset(cfg, "sft")
     assert sorted(e.episode_id for e in scored) == sorted(f"teacher/{e.episode_id}" for e in teacher() if e.reward == 1.0)
-    rows = read_dataset(stage.dataset_dir(cfg, "sft"))[1]
+    rows = read_dataset(dataset_dir(cfg, "sft"))[1]
     assert sorted(r["episode_id"] for r in rows) == sorted(f"sft_train/{e.episode_id}" for e in sft_train()
                                                            if e.reward == 1.0)
     assert {r["episode_id"] for r in rows} <= seen
@@ -127,9 +129,9 @@ def test_sft_keeps_the_correct_episodes_the_verifier_trained_on_unscored(trained
 
 def test_a_verifier_dataset_rebuilt_after_training_is_refused_by_name(trained):
     cfg, _, _, scored = trained()
-    marker = stage.merged_dir(cfg, "verifier") / "medgym_stage.json"
+    marker = merged_dir(cfg, "verifier") / "medgym_stage.json"
     marker.write_text(json.dumps({"method": "verifier", "dataset": "0" * 64}))
     with pytest.raises(RecordError, match=r"medgym_stage.json, field 'dataset': the verifier trained on dataset "
                                           r"000000000000…, and .* holds .*: which episodes it trained on is unknown"):
-        stage.build_dataset(cfg, "dpo")
+        build_dataset(cfg, "dpo")
     assert not scored

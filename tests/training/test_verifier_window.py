@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from components.config import PipelineConfig
 from components.envs.episode import Episode
+from components.pipeline.paths import dataset_dir, merged_dir, stage_dirs
 from components.policies.tokens import episode_token_ids
+from components.profile.config import PipelineConfig
 from components.training import stage
 from components.training.config import VerifierSettings
 from components.training.datasets import read_dataset
 from components.training.verifier import NO, YES, VerifierScorer, answer_ids, question_ids, trainer_rows
-from tests.training.conftest import text_episode, write_rollout
+from tests.training.conftest import build_dataset, text_episode, write_rollout
 
 
 def long_failed_episode(sentences: int) -> Episode:
@@ -80,8 +81,8 @@ def test_an_episode_between_the_budget_and_max_tokens_is_left_out_so_every_answe
     window = cfg.training.verifier.schedule.max_length
     uncut = episode_token_ids(long_ep, tiny_chat).input_ids + question_ids(tiny_chat) + answer_ids(tiny_chat, NO)
     assert len(uncut) > window  # its row, were it kept: the trainer's truncation would cut the answer off
-    manifest = stage.build_dataset(cfg, "verifier")
-    _, rows = read_dataset(stage.dataset_dir(cfg, "verifier"))
+    manifest = build_dataset(cfg, "verifier")
+    _, rows = read_dataset(dataset_dir(cfg, "verifier"))
     assert long_ep.episode_id not in {r["episode_id"] for r in rows}
     assert manifest.stats["labels"] == {"0": 4, "1": 4}  # balanced over the episodes that fit
     for src, row in zip(rows, trainer_rows(rows, tiny_tokenizer, "generative"), strict=True):
@@ -97,8 +98,9 @@ def test_every_scorer_reads_the_window_the_verifier_trained_on(between, tiny_mod
     settings = cfg.training.verifier
     q, a = tail
     budget = settings.max_tokens - q - a
-    shutil.copytree(tiny_model, stage.merged_dir(cfg, "verifier"))
-    scored = stage.verifier_scores(cfg, [long_ep])[long_ep.episode_id]  # as DPO and SFT rejection sampling score
+    shutil.copytree(tiny_model, merged_dir(cfg, "verifier"))
+    # as DPO and SFT rejection sampling score
+    scored = stage.verifier_scores(cfg, stage_dirs(cfg, "verifier"), [long_ep])[long_ep.episode_id]
     ids = episode_token_ids(long_ep, tiny_chat).input_ids
     plain = VerifierScorer(tiny_model, "generative", max_tokens=10_000)
     assert scored == pytest.approx(plain.score_ids(ids[-budget:]), abs=1e-6)  # the last `budget` tokens, then q

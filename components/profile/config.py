@@ -6,32 +6,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from components.common.io import RecordError
-from components.diag.pipeline_config import DiagSettings
+from components.common.paths import PROJECT_ROOT
 from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
-from components.rollout.collect import CollectionConfig
+from components.profile.diag import DiagSettings
+from components.registry.decision import RegistryConfig
 from components.rollout.jobs import SamplingPlan
+from components.rollout.runner import CollectionConfig
 from components.sandbox.protocol import Limits
+from components.tasks.suite import SuiteSize
+from components.tracking.tracker import TrackingConfig
 from components.training.config import DPOSettings, SFTSettings, TrainingConfig
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = PROJECT_ROOT / "configs"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class SuiteSize(_Strict):
-    """How many tasks each generator makes per split. The valid split is where choices (which trained model to
-    register) are read off, so the test split is read once, for the registered candidate; it is opt-in (0), so a
-    size without it builds the suite it built before."""
-
-    train_per_category: int = Field(ge=0)
-    test_per_category: int = Field(ge=0)
-    valid_per_category: int = Field(default=0, ge=0)
 
 
 class DataConfig(_Strict):
@@ -58,35 +52,17 @@ class SandboxConfig(_Strict):
     limits: Limits = Field(default_factory=Limits)
 
 
-class TrackingConfig(_Strict):
-    # a local sqlite store by default: no server to start by hand
-    mlflow_uri: str = "sqlite:///mlflow/mlruns.db"  # MEDGYM_MLFLOW_URI, where set, overrides it
-    artifact_location: str = "mlflow/artifacts"
-    experiment: str = "medgym"
-    # set by the pipeline for the stages it runs: their runs nest under its run
-    parent_run_id: str | None = None
-
-
-class RegistryConfig(_Strict):
-    """Where models are registered and what a promotion needs."""
-
-    name: str = Field(default="medgym-agent", min_length=1, description="the registered model's name")
-    margin: float = Field(default=0.0, description="the observed mean candidate − reference must also exceed it")
-    champion_alias: str = "champion"
-    challenger_alias: str = "challenger"
-    # the same defaults as `components.evaluation.report.compare`, so a registry decision and an eval report agree
-    n_boot: int = Field(default=2000, ge=1)
-    seed: int = 0
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0,
-                         description="the one-sided level of the paired test, spent over the looks at one champion")
-    min_discordant: int = Field(default=5, ge=0, description="tasks on which the two disagree, needed before any promotion")
-    n_perm: int = Field(default=20000, ge=1, description="sign flips of the Monte Carlo permutation test (fractional scores)")
-
-
 class RolloutProfile(_Strict):
-    """One named collection of a profile; the environment and sandbox come from the profile unless overridden."""
+    """One named collection of a profile; the environment and sandbox come from the profile unless overridden.
+
+    A policy that plays a model this profile trains names the training stage, `model: {stage: sft}` among its
+    options, rather than its folder: the profile keeps the stage as `plays`, and the plan
+    (components/pipeline/plan.py) sets the model to that stage's merged folder and runs the rollout after it. A
+    `model` that is a path or a name is a checkpoint from elsewhere, played as it is."""
 
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    plays: str | None = Field(default=None, description="the training stage whose merged model the policy plays "
+                              "(written `policy.options.model: {stage: <name>}`)")
     plan: SamplingPlan = Field(default_factory=SamplingPlan)
     split: str | None = None
     limit: int | None = Field(default=None, ge=1)
@@ -96,6 +72,24 @@ class RolloutProfile(_Strict):
     ray_address: str | None = None
     env: dict[str, Any] = Field(default_factory=dict, description="overrides of the profile's env section")
     out_dir: Path | None = Field(default=None, description="default: data/rollouts/<profile>/<name>")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stage_model(cls, data: Any) -> Any:
+        # `model: {stage: X}` leaves the options (whose backend config takes a path) for `plays`, before the
+        # policy is validated
+        policy = data.get("policy") if isinstance(data, dict) else None
+        options = policy.get("options") if isinstance(policy, dict) else None
+        model = options.get("model") if isinstance(options, dict) else None
+        if not isinstance(model, dict):
+            return data
+        if set(model) != {"stage"} or not isinstance(model["stage"], str):
+            raise ValueError(f"policy.options.model is a checkpoint (a path or a model name) or {{stage: <a training "
+                             f"stage of the profile>}}, not {model}")
+        if data.get("plays") not in (None, model["stage"]):
+            raise ValueError(f"plays {data['plays']!r} and policy.options.model {model} name two stages")
+        rest = {k: v for k, v in options.items() if k != "model"}
+        return {**data, "policy": {**policy, "options": rest}, "plays": model["stage"]}
 
 
 class SelfImproveConfig(_Strict):
@@ -146,7 +140,7 @@ class PipelineConfig(_Strict):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
-    # DiagGym's stages (components/diag/pipeline_config.py): a profile with this section runs them instead
+    # DiagGym's stages (components/profile/diag.py): a profile with this section runs them instead
     diag: DiagSettings | None = None
     # the YAML file it was loaded from, so that an error can name it (None: a profile built in code)
     _path: Path | None = PrivateAttr(default=None)
@@ -164,6 +158,9 @@ class PipelineConfig(_Strict):
             known = ", ".join(self.rollouts) or "none"
             raise KeyError(f"profile {self.profile} has no rollout {name!r} (it has: {known})")
         r = self.rollouts[name]
+        if r.plays is not None and "model" not in r.policy.options:
+            raise ValueError(f"{self.source}: rollouts.{name} plays the {r.plays} stage's model, whose folder the plan "
+                             "sets (expand_rollouts, components/pipeline/plan.py): collect it from the plan's profile")
         env = EnvConfig.model_validate({**self.env.model_dump(), **r.env})
         return CollectionConfig(policy=r.policy, plan=r.plan, split=r.split, limit=r.limit,
                                 categories=r.categories if r.categories is not None else self.focus, workers=r.workers,

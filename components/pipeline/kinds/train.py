@@ -1,0 +1,81 @@
+"""A training stage: one method (sft, verifier, dpo) on the episodes of the rollouts it names, from the stage it starts
+at; each self-improvement round adds `round<r>-sft` and `round<r>-dpo` (plan.trainings)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from components.common.paths import PROJECT_ROOT
+from components.pipeline.kinds import StageKind, stage_kind
+from components.pipeline.paths import dataset_dir, init_model, merged_dir, run_dir
+from components.pipeline.plan import Plan, Stage, refuse_held_out_episodes, training_reader, trainings
+from components.training.stage import DEEPSPEED_DIR
+from components.training.stage import KINDS as METHODS
+
+
+@stage_kind
+class Train(StageKind):
+    name, rank, runner = "train", 30, "flows.pipeline.run_train"
+    entries = ("components.training.stage", "components.pipeline.paths")
+    reads = ("infra/deepspeed",)  # the accelerate/DeepSpeed files `launch` picks
+
+    def stages(self, plan: Plan) -> list[Stage]:
+        cfg = plan.cfg
+        folders = {str(merged_dir(cfg, method, name)): name for name, method, _, _ in trainings(cfg)}
+        out = []
+        for name, method, settings, r in trainings(cfg):
+            if r == 0 and method not in cfg.training.model_fields_set:
+                continue  # a method is trained when the profile configures it
+            refuse_held_out_episodes(cfg, training_reader(method, name), settings.episodes)
+            needs = [*settings.episodes]
+            if settings.init in METHODS:
+                needs.append(settings.init)
+            elif settings.init in folders:  # a round starts from the previous stage's folder
+                needs.append(folders[settings.init])
+            if (method == "dpo" and settings.verifier_pairs) or (  # type: ignore[union-attr]
+                    method == "sft" and settings.min_verifier_score is not None):  # type: ignore[union-attr]
+                needs.append("verifier")
+            out.append(Stage(name, self.name, tuple(dict.fromkeys(needs)), method=method, settings=settings, round=r,
+                             outputs=(dataset_dir(cfg, method, name), run_dir(cfg, method, name))))
+        return out
+
+    def inputs(self, plan: Plan, stage: Stage) -> dict[str, Any]:
+        assert stage.settings is not None
+        training = plan.cfg.training
+        return {"method": stage.method, "settings": stage.settings.model_dump(mode="json"),
+                "base_model": training.base_model, "distributed": training.distributed.model_dump(mode="json")}
+
+    def params(self, plan: Plan, stage: Stage) -> list[str]:
+        own = f"training.{stage.method}" if stage.round == 0 else "pipeline.self_improve"
+        return [own, "training.base_model", "training.distributed"]
+
+    def outs(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        # the dataset and the merged model: the checkpoints beside it are the run's own, not data to version
+        assert stage.method is not None
+        return dataset_dir(plan.cfg, stage.method, stage.name), merged_dir(plan.cfg, stage.method, stage.name)
+
+    def details(self, plan: Plan, stage: Stage, tasks: Counter[tuple[str, str]] | None) -> dict[str, Any]:
+        assert stage.method is not None and stage.settings is not None
+        s, dist = stage.settings, plan.cfg.training.distributed
+        try:
+            init = init_model(plan.training_config(stage), stage.method)
+        except FileNotFoundError:
+            init = str(merged_dir(plan.cfg, s.init)) if s.init in METHODS else s.init  # type: ignore[arg-type]
+        extra = {"beta": s.beta} if stage.method == "dpo" else {}  # type: ignore[union-attr]
+        return {"what": f"{stage.method} from {init}", "episodes_from": list(s.episodes),
+                "learning_rate": s.schedule.learning_rate, "epochs": s.schedule.epochs,
+                "max_steps": s.schedule.max_steps, "lora": s.lora.enabled, **extra,
+                "processes": dist.processes, "deepspeed": dist.deepspeed,
+                "launch": launch_command(dist.processes, dist.deepspeed)}
+
+
+def launch_command(processes: int, deepspeed: str) -> str:
+    if processes == 1 and deepspeed == "none":
+        return "in process (one CPU or GPU)"
+    config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
+    return (f"{Path(sys.executable).name} -m accelerate.commands.launch --config_file "
+            f"{config.relative_to(PROJECT_ROOT)} --num_processes {processes} "
+            "-m components.training.worker <job.json>")
