@@ -180,7 +180,7 @@ def test_tracking_and_registry_on_postgres(mlflow_server: dict, tmp_path: Path, 
     # a stage's run through the Tracker protocol
     tracker = MlflowTracker(config)
     with tracker.run("solvability-test") as run:
-        run.set_tags({"stage": "data.solvability", "profile": "smoke"})
+        run.set_tags({"medgym.stage": "data.solvability", "medgym.profile": "smoke"})  # the tags every stage sets
         run.log_params({"split": "test", "limits": {"timeout_s": 30}})
         run.log_metrics({"rate": 0.5})
         run.log_metrics({"rate": 1.0}, step=1)

@@ -30,7 +30,7 @@ def smoke_profile(tmp_path: Path) -> tuple[Path, dict]:
     raw["training"]["data_dir"] = str(tmp_path / "training")
     for r in raw["rollouts"].values():
         model = r["policy"]["options"].get("model", "")
-        if model.startswith("models/"):
+        if isinstance(model, str) and model.startswith("models/"):  # {stage: ...} resolves under training.out_dir
             r["policy"]["options"]["model"] = str(tmp_path / model)
     raw["pipeline"]["state_dir"] = str(tmp_path / "state")
     raw["pipeline"]["reports_dir"] = str(tmp_path / "reports")
