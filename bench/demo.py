@@ -52,6 +52,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 GB = 1e9
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -70,57 +72,30 @@ class Proc:
     cmdline: str
 
 
-def _children() -> dict[int, list[int]]:
-    """Every live process's children, from one pass over /proc."""
-    out: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue  # gone meanwhile
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])  # the command may hold spaces and parentheses
-        out.setdefault(ppid, []).append(int(entry))
-    return out
-
-
-def descendants(pid: int) -> list[int]:
-    """The pids below `pid` (not itself), breadth first."""
-    children, out, todo = _children(), [], [pid]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out
-
-
-def process_memory(pid: int) -> tuple[int, bool]:
-    """(bytes, is_pss): PSS from smaps_rollup, else RSS from status (0 for a kernel thread or a process gone)."""
+def descendants(pid: int) -> list[psutil.Process]:
+    """The live processes below `pid` (not itself)."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024, True
-            return 0, True  # a kernel thread or a zombie: no mappings
-    except OSError:
-        pass
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def process_memory(proc: psutil.Process) -> tuple[int, bool]:
+    """(bytes, is_pss): PSS (psutil reads smaps_rollup), else RSS where PSS may not be read (0 for a process gone)."""
     try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024, False
-    except OSError:
+        return proc.memory_full_info().pss, True
+    except psutil.AccessDenied:
+        with contextlib.suppress(psutil.Error):
+            return proc.memory_info().rss, False
+    except psutil.Error:
         pass
     return 0, False
 
 
-def cmdline(pid: int, limit: int = 160) -> str:
+def cmdline(proc: psutil.Process, limit: int = 160) -> str:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            text = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+        text = " ".join(proc.cmdline())
+    except psutil.Error:
         return "?"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -178,19 +153,23 @@ class TreeSampler:
 
     def sample(self) -> int:
         """One sample now: the tree's total, folded into the peak."""
-        pids = ([self.pid] if self.include_root else []) + descendants(self.pid)
-        total, top = 0, (0, 0)
-        for pid in pids:
-            size, is_pss = process_memory(pid)
+        procs = descendants(self.pid)
+        if self.include_root:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                procs.insert(0, psutil.Process(self.pid))
+        total, top, top_size = 0, None, 0
+        for proc in procs:
+            size, is_pss = process_memory(proc)
             if not is_pss and size:
-                self.rss_only.add(pid)
+                self.rss_only.add(proc.pid)
             total += size
-            top = max(top, (size, pid))
+            if size > top_size:
+                top, top_size = proc, size
         now = time.time()
         self.timeline.append((now, total))
         if total > self.peak:
             self.peak, self.peak_time = total, now
-            self.top_process = Proc(top[1], top[0], cmdline(top[1])) if top[0] else None
+            self.top_process = Proc(top.pid, top_size, cmdline(top)) if top is not None else None
         if self.cgroup is not None:
             used = self.cgroup.anon_shmem()
             if used is not None:
@@ -415,7 +394,7 @@ def run_step(step: Step, cwd: Path, env: dict[str, str], tag: str, interval: flo
         step.wall_s = round(time.monotonic() - t0, 2)
         sampler.stop()
         reap()  # the steps' orphans that have ended (this process is their subreaper)
-        step.leftover = [f"{pid} {cmdline(pid)}" for pid in descendants(os.getpid())]
+        step.leftover = [f"{p.pid} {cmdline(p)}" for p in descendants(os.getpid())]
         step.pss_peak_bytes, step.pss_peak_time = sampler.peak, sampler.peak_time
         step.top_process = asdict(sampler.top_process) if sampler.top_process else None
         step.rss_only_processes = len(sampler.rss_only)
