@@ -43,6 +43,7 @@ import struct
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 
 WORKDIR = "/work"
 RUNNER_IN_ROOT = "/opt/medgym/runner.py"
@@ -540,7 +541,7 @@ class Runner:
                 return False
             ready, _, _ = select.select([self.proto_in, self.wake_r], [], [], min(left, 5.0))
             if self.wake_r in ready:
-                self._drain_wake()
+                _empty_wakeups(self.wake_r)
             if self.proto_in in ready:
                 chunk = os.read(self.proto_in, max(CHUNK, n - len(self.inbuf)))
                 if not chunk:
@@ -567,22 +568,8 @@ class Runner:
         return header, self._take(size)
 
     # ---- processes -----------------------------------------------------------------------------
-    def _drain_wake(self) -> None:
-        try:
-            while os.read(self.wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
-
     def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            self.statuses[pid] = status
+        self.statuses.update(_reaped())
 
     def _others(self, spare: int | None) -> list[int]:
         me = os.getpid()
@@ -781,7 +768,7 @@ class Runner:
             if not ready and exit_status is not None:
                 break  # a grandchild we cannot reach keeps a pipe open: take what we have
             if self.wake_r in ready:
-                self._drain_wake()
+                _empty_wakeups(self.wake_r)
             for fd in list(open_fds):
                 if fd in ready:
                     read(fd)
@@ -1110,6 +1097,25 @@ def _enter_user_namespace() -> None:
     _write_proc("/proc/self/gid_map", f"0 {gid} 1")
 
 
+def _empty_wakeups(fd: int) -> None:
+    """Empty a non-blocking wakeup pipe (signal.set_wakeup_fd's)."""
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            pass
+
+
+def _reaped() -> Iterator[tuple[int, int]]:
+    """(pid, wait status) of every child that has ended, without waiting for any."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
+
+
 def _close_all_but(keep: set[int]) -> None:
     for fd in (int(n) for n in os.listdir("/proc/self/fd")):
         if fd > 2 and fd not in keep:
@@ -1173,16 +1179,8 @@ def _zygote_serve(cfg: dict) -> None:
     count = 0
     while True:
         ready, _, _ = select.select([ctl, wake_r], [], [], 0.05 if leftover else None)
-        with contextlib.suppress(BlockingIOError):
-            while os.read(wake_r, 4096):
-                pass
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        _empty_wakeups(wake_r)
+        for pid, _ in _reaped():
             if pid in live:
                 leftover.add(live.pop(pid))
         free += [name for name in leftover if cgroups.empty(name)]
