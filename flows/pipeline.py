@@ -90,7 +90,10 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
         with VLLMServers() as engines:
             _run_stages(plan, run_cfg, state, keys, report, only, force, parent, engines)
         total = round(time.time() - started, 1)
-        parent.log_metrics({"pipeline.wall_s": total})
+        # the engine's starts and how each checkpoint change was served: a restart costs a minute on a CPU
+        parent.log_metrics({"pipeline.wall_s": total, "pipeline.engine_starts": engines.starts,
+                            "pipeline.engine_reloads_inplace": engines.reloads.count("inplace"),
+                            "pipeline.engine_reloads_restart": engines.reloads.count("restart")})
         if not only:
             state.mark_run(parent.run_id, "done", digest)
     return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}

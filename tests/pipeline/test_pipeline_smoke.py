@@ -87,6 +87,7 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     assert parent.data.params["training.dpo.beta"] == "0.1" and len(parent.data.tags["medgym.git.commit"]) == 40
     assert any(k.startswith("dvc.") for k in parent.data.params)  # dvc.lock's versions
     assert parent.data.metrics["pipeline.wall_s"] > 0 and "round1-dpo.wall_s" in parent.data.metrics
+    assert parent.data.metrics["pipeline.engine_starts"] == 0  # smoke generates in hf: no vLLM engine was started
 
     version = client.get_model_version("medgym-agent-smoke", "1")
     assert version.tags["medgym.data.dataset.round1-dpo"] and version.tags["medgym.git.commit"]
