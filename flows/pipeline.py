@@ -184,6 +184,8 @@ def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServ
 
 def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     assert stage.method is not None
+    if engines is not None and cfg.pipeline.release_engine_for_training:
+        engines.close()
     tcfg = plan.training_config(stage).model_copy(update={"tracking": cfg.tracking})
     # the registry logs the model it registers; logging every stage's merged copy too would double the disk
     out = train_flow(config=tcfg, method=stage.method, stage=None if stage.name == stage.method else stage.name,

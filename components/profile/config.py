@@ -123,6 +123,9 @@ class PipelineSettings(_Strict):
                                      "stage in dependency order, self_improve, evaluate, register")
     self_improve: SelfImproveConfig = Field(default_factory=SelfImproveConfig)
     baseline: str | None = Field(default=None, description="the rollout every policy is compared with")
+    release_engine_for_training: bool = Field(
+        default=False, description="stop the run's vLLM engine before each training stage, so that training has its "
+        "memory (weights, KV cache); the next collection pays a restart (about a minute on a CPU)")
     state_dir: Path = Field(default=Path(".state/pipeline"), description="each stage's key and status, per profile")
     reports_dir: Path = Field(default=Path("reports"), description="evaluation reports go to <reports_dir>/<profile>")
 

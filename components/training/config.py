@@ -88,6 +88,9 @@ class VerifierSettings(_Strict):
 class DistributedSettings(_Strict):
     processes: int = Field(default=1, ge=1, description="accelerate processes (one per GPU; CPU processes here)")
     deepspeed: Literal["none", "zero2", "zero3", "zero3_offload"] = "none"
+    child_process: bool = Field(default=False, description="train a one-process run in a child process too: what "
+                                "training allocated goes back to the system when it ends, instead of staying in the "
+                                "caller's heap (a launch of several processes always runs in children)")
 
 
 class TrainingConfig(_Strict):

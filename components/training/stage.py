@@ -9,6 +9,7 @@ profile's stages out (components/pipeline/paths.py).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -298,9 +299,12 @@ def verifier_model(verifier: StageDirs, needed_by: str) -> Path:
 
 
 # ---------------------------------------------------------------------- launch
-def launch(job: TrainJob, processes: int = 1, deepspeed: str = "none", log_to: Path | None = None) -> TrainResult:
-    """Train in this process, or under `accelerate launch` on `processes` processes (DeepSpeed if asked)."""
-    if processes == 1 and deepspeed == "none":
+def launch(job: TrainJob, processes: int = 1, deepspeed: str = "none", log_to: Path | None = None,
+           child_process: bool = False) -> TrainResult:
+    """Train in this process, in one child process (`child_process`), or under `accelerate launch` on `processes`
+    processes (DeepSpeed if asked)."""
+    single = processes == 1 and deepspeed == "none"
+    if single and not child_process:
         from components.training.trainers import train
 
         return train(job)
@@ -308,13 +312,17 @@ def launch(job: TrainJob, processes: int = 1, deepspeed: str = "none", log_to: P
     fd, job_file = tempfile.mkstemp(prefix=".job.", suffix=".json", dir=job.out_dir)
     with os.fdopen(fd, "w") as fh:
         fh.write(job.model_dump_json())
-    config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
-           "--num_processes", str(processes), "-m", "components.training.worker", job_file]
-    env = {**os.environ, **launch_env(processes)}
+    if single:  # one rank needs no launcher, and its progress bar (with its ETA) stays on the caller's terminal
+        cmd, env, log_to = [sys.executable, "-m", "components.training.worker", job_file], dict(os.environ), None
+    else:
+        config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
+               "--num_processes", str(processes), "-m", "components.training.worker", job_file]
+        env = {**os.environ, **launch_env(processes)}
     try:
-        with open(log_to or os.devnull, "a") as log:
-            proc = subprocess.run(cmd, env=env, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT, check=False)
+        with open(log_to, "a") if log_to else contextlib.nullcontext() as log:
+            output = {"stdout": log, "stderr": subprocess.STDOUT} if log else {}
+            proc = subprocess.run(cmd, env=env, cwd=PROJECT_ROOT, check=False, **output)
         if proc.returncode != 0:
             raise RuntimeError(f"training launch exited {proc.returncode}: {' '.join(cmd)}"
                                + (f"; see {log_to}" if log_to else ""))
@@ -368,7 +376,8 @@ def run_stage(cfg: TrainingProfile, method: Method, dirs: StageDirs, init: str, 
         run.log_dataset(data_dir, manifest)
         job = TrainJob(method=method, base_model=base, dataset_dir=data_dir, out_dir=out,
                        tracking_uri=run.tracking_uri, run_id=run.run_id, **{method: settings})
-        result = launch(job, dist.processes, dist.deepspeed, log_to=out.parent / f"{name}.launch.log")
+        result = launch(job, dist.processes, dist.deepspeed, log_to=out.parent / f"{name}.launch.log",
+                        child_process=dist.child_process)
         run.log_metrics({"train_runtime_s": result.runtime_s, "train_tokens": result.tokens,
                          "train_tokens_per_s": result.tokens_per_s, "global_step": result.global_step,
                          **({"train_loss_final": result.train_loss} if result.train_loss is not None else {})})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -222,7 +223,7 @@ def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: li
         resumed_from=last, log_history=state.log_history)
     rank = trainer.accelerator.process_index
     with atomic_write(job.out_dir / f"rank-{rank}.json") as fh:  # each rank's own count: launches check they agree
-        json.dump({"rank": rank, "global_step": state.global_step, "tokens": tokens}, fh)
+        json.dump({"rank": rank, "global_step": state.global_step, "tokens": tokens, "pid": os.getpid()}, fh)
     if trainer.is_world_process_zero():
         trainer.processing_class.save_pretrained(str(final))  # tokenizer and chat template beside the weights
         with atomic_write(job.out_dir / RESULT) as fh:

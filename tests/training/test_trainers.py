@@ -7,6 +7,7 @@ Steps are few and sequences short, so the file runs on a busy CPU.
 from __future__ import annotations
 
 import json
+import os
 import math
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_sft_with_lora_takes_its_steps_and_saves_a_trained_adapter(sft_lora):
     on_disk = trainers.read_result(j.out_dir)
     assert on_disk.global_step == 3 and on_disk.tokens == result.tokens
     assert json.loads((j.out_dir / "rank-0.json").read_text()) == {"rank": 0, "global_step": 3,
-                                                                   "tokens": result.tokens}
+                                                                   "tokens": result.tokens, "pid": os.getpid()}
 
 
 @pytest.mark.parametrize("packing", [False, True])
