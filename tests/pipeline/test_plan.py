@@ -174,7 +174,7 @@ def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
     assert stages["dpo"]["cmd"] == ".venv/bin/medgym pipeline run --profile demo --only dpo"
     assert {"data/rollouts/demo/sft_train", "models/demo/sft/merged", "models/demo/verifier/merged"} <= \
         set(stages["dpo"]["deps"])
-    assert stages["dpo"]["params"] == [{"configs/demo.yaml": ["training.dpo", "training.base_model"]}]
+    assert stages["dpo"]["params"] == [{"configs/demo.yaml": ["training.dpo", "training.base_model", "training.distributed"]}]
     assert stages["sft_test"]["outs"] == [{"data/rollouts/demo/sft_test": {"persist": True}}]
 
 

@@ -7,8 +7,8 @@ Steps are few and sequences short, so the file runs on a busy CPU.
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 from pathlib import Path
 
 import pytest
