@@ -94,9 +94,15 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
         parent.log_metrics({"pipeline.wall_s": total, "pipeline.engine_starts": engines.starts,
                             "pipeline.engine_reloads_inplace": engines.reloads.count("inplace"),
                             "pipeline.engine_reloads_restart": engines.reloads.count("restart")})
+        # a scheduled run that found no new data, code or settings says so where its runs are browsed
+        nothing_new = all(r["status"] == "cached" for r in report.values())
+        parent.set_tags({"medgym.nothing_new": str(nothing_new).lower()})
+        if nothing_new:
+            say(f"nothing new: every stage of {plan.cfg.profile} holds for its data, code and settings ({total} s)")
         if not only:
             state.mark_run(parent.run_id, "done", digest)
-    return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "stages": report}
+    return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "nothing_new": nothing_new,
+            "stages": report}
 
 
 # A runner runs one stage of its kind and returns the stage's headline figures (flat, JSON): what the state keeps and

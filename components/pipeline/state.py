@@ -26,10 +26,14 @@ from pydantic import BaseModel, Field
 
 from components.common.io import atomic_write
 from components.pipeline.closure import closure
+from components.pipeline.digest import DigestCache
 from components.pipeline.kinds import kind_of
 from components.pipeline.plan import Plan, Stage
 
 Decision = Literal["cached", "new", "resume", "extend", "stale"]
+
+
+DIGESTS = "digests.json"  # in the pipeline's state folder: each read file's content digest, by its stat
 
 
 def stage_files(root: Path, kind: str) -> tuple[str, ...]:
@@ -56,8 +60,16 @@ def code_digest(root: Path, paths: tuple[str, ...]) -> str:
 
 
 def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path) -> str:
-    doc = {"stage": stage.name, "kind": stage.kind, "inputs": kind_of(stage.kind).inputs(plan, stage),
-           "code": code_digest(root, stage_files(root, stage.kind)), "upstream": {n: upstream[n] for n in stage.needs}}
+    kind = kind_of(stage.kind)
+    doc: dict[str, Any] = {"stage": stage.name, "kind": stage.kind, "inputs": kind.inputs(plan, stage),
+                           "code": code_digest(root, stage_files(root, stage.kind)),
+                           "upstream": {n: upstream[n] for n in stage.needs}}
+    reads = kind.data(plan, stage)
+    if reads:  # only then: the keys of stages that read nothing from outside stay what they were
+        digests = DigestCache(root / plan.cfg.pipeline.state_dir / DIGESTS)
+        # contents only, in the kind's order: where a model cache or a clone lies must not change the key
+        doc["data"] = [digests.digest(p if p.is_absolute() else root / p) for p in reads]
+        digests.save()
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -57,6 +57,11 @@ class StageKind:
         dump = plan.cfg.model_dump(mode="json")
         return {key: section(dump, key) for key in self.sections}
 
+    def data(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        """Files and folders from outside the pipeline whose content decides the stage's result (a release folder,
+        a base checkpoint), relative to the project unless absolute: its key hashes their content (digest.py)."""
+        return ()
+
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         """The profile keys DVC lists as the stage's params (those the profile file leaves out are dropped)."""
         return list(self.sections)

@@ -8,6 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
+from components.common.paths import PROJECT_ROOT
+from components.pipeline.digest import model_folder
 from components.pipeline.kinds import StageKind, stage_kind
 from components.pipeline.plan import Plan, Stage
 from components.profile.config import PipelineConfig
@@ -40,6 +42,10 @@ class DiagKind(StageKind):
     def inputs(self, plan: Plan, stage: Stage) -> dict[str, Any]:
         dump = _settings(plan).model_dump(mode="json")
         return {k: dump[k] for k in self.sections}
+
+    def data(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        folder = model_folder(_settings(plan).base_model, PROJECT_ROOT) if "base_model" in self.sections else None
+        return (folder,) if folder is not None else ()
 
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         return [f"diag.{k}" for k in self.sections]

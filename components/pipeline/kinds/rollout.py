@@ -4,8 +4,11 @@ suite's tasks by its policy; it runs after the training stage whose merged model
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+from components.common.paths import PROJECT_ROOT
+from components.pipeline.digest import model_folder
 from components.pipeline.kinds import StageKind, stage_kind
 from components.pipeline.plan import SUITE, Plan, Stage
 
@@ -29,6 +32,13 @@ class Rollout(StageKind):
         cfg = plan.cfg
         return {"collection": cfg.collection(stage.name).model_dump(mode="json"),
                 "out_dir": str(cfg.rollout_dir(stage.name))}
+
+    def data(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        # a checkpoint named by folder or embedded name (a trained stage's model is an upstream key already)
+        policy = plan.cfg.collection(stage.name).policy
+        model = policy.options.get("model")
+        folder = model_folder(model, PROJECT_ROOT) if policy.backend in ("hf", "vllm") and isinstance(model, str) else None
+        return (folder,) if folder is not None else ()
 
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         # a round's rollouts are made from pipeline.self_improve; every collection takes the profile's env and sandbox

@@ -4,6 +4,7 @@ imported (`data.source`)."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from components.pipeline.kinds import StageKind, stage_kind
@@ -22,6 +23,10 @@ class Suite(StageKind):
 
     def stages(self, plan: Plan) -> list[Stage]:
         return [Stage(SUITE, self.name, outputs=(plan.cfg.data.out_dir,))]
+
+    def data(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        data = plan.cfg.data
+        return (data.import_from,) if data.source == "medagentgym" and data.import_from is not None else ()
 
     def details(self, plan: Plan, stage: Stage, tasks: Counter[tuple[str, str]] | None) -> dict[str, Any]:
         data = plan.cfg.data

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from components.common.paths import PROJECT_ROOT
+from components.pipeline.digest import model_folder
 from components.pipeline.kinds import StageKind, stage_kind
 from components.pipeline.paths import dataset_dir, init_model, merged_dir, run_dir
 from components.pipeline.plan import Plan, Stage, refuse_held_out_episodes, training_reader, trainings
@@ -47,6 +48,15 @@ class Train(StageKind):
         training = plan.cfg.training
         return {"method": stage.method, "settings": stage.settings.model_dump(mode="json"),
                 "base_model": training.base_model, "distributed": training.distributed.model_dump(mode="json")}
+
+    def data(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        # the checkpoint it starts from when that is no stage of the pipeline (whose key is upstream already)
+        assert stage.settings is not None
+        init = stage.settings.init
+        if init in METHODS or init in {str(merged_dir(plan.cfg, m, n)) for n, m, _, _ in trainings(plan.cfg)}:
+            return ()
+        folder = model_folder(plan.cfg.training.base_model if init == "base" else init, PROJECT_ROOT)
+        return (folder,) if folder is not None else ()
 
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         own = f"training.{stage.method}" if stage.round == 0 else "pipeline.self_improve"
