@@ -80,7 +80,7 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
     atomically, and logs the metrics and those files in one MLflow run named `name`. A baseline that is not among
     `rollouts` is read too and gets a row of its own."""
     from components.evaluation.leaderboard import leaderboard
-    from components.evaluation.plots import write_plots
+    from components.evaluation.plots import write_plots, write_series
     from components.tracking.training import training_run
 
     cfg = _config(config)
@@ -108,6 +108,7 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
     with atomic_write(json_path) as fh:
         fh.write(board.to_json())
     plots = write_plots(board, report_dir)
+    series = write_series(board, report_dir)
     print(markdown)
 
     with training_run(cfg.tracking, f"{name}", PROJECT_ROOT, system_metrics=False) as run:
@@ -115,7 +116,7 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
                       "medgym.baseline": baseline or "", "medgym.verifier": verifier or ""})
         run.log_metrics({mlflow_key(k): v for k, v in board.metrics().items()})
         run.log_metrics({mlflow_key(k): v for k, v in _verifier_metrics(judged).items()})
-        for path in (md_path, json_path, *([report_dir / "verifier.json"] if judged else [])):
+        for path in (md_path, json_path, *series, *([report_dir / "verifier.json"] if judged else [])):
             run.log_artifact(path)
         for path in plots:
             run.log_artifact(path, artifact_path="plots")

@@ -23,7 +23,7 @@ from prefect import flow
 from components.common.io import atomic_write
 from components.common.paths import PROJECT_ROOT
 from components.pipeline.describe import describe
-from components.pipeline.dvc import dvc_file, metrics_path
+from components.pipeline.dvc import dvc_file, dvc_session, metrics_path
 from components.pipeline.kinds import kind_of
 from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
@@ -76,14 +76,22 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
     # a killed or failed run is carried on under its parent run, so one run holds every stage of the pipeline
     params = config_params(plan.cfg) | dvc_versions(PROJECT_ROOT, dvc_file(plan.cfg).with_name("dvc.lock"))
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
-    resume = None if only else state.interrupted_run(digest)
+    # `dvc repro` runs one stage per command: its stages join the parent run its first stage opened
+    session = dvc_session() if only else None
+    resume, stages = state.session_run(session) if session else (None, [])
+    if not only:
+        resume = state.interrupted_run(digest)
+    stages = list(dict.fromkeys([*stages, *(only or plan.names)]))
     with MlflowTracker(plan.cfg.tracking, PROJECT_ROOT).run(f"pipeline-{plan.cfg.profile}", resume=resume) as parent:
         if not only:
             state.mark_run(parent.run_id, "running", digest)
+        if session:
+            state.mark_session_run(session, parent.run_id, stages)
         if resume:
-            say(f"carrying on under the interrupted pipeline run {resume}")
+            say(f"carrying on under the {'dvc repro' if session else 'interrupted pipeline'} run {resume}")
         parent.set_tags({"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
-                         "medgym.stages": ",".join(only or plan.names), **provenance_tags(PROJECT_ROOT)})
+                         "medgym.stages": ",".join(stages), **provenance_tags(PROJECT_ROOT),
+                         **({"medgym.dvc_session": session} if session else {})})
         parent.log_params(params)
         tracked = plan.cfg.tracking.model_copy(update={"parent_run_id": parent.run_id})
         run_cfg = plan.cfg.model_copy(update={"tracking": tracked})

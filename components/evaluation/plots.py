@@ -3,17 +3,23 @@
 success_plot       success per rollout, in rank order, with its 95% interval as error bars
 domain_plot        success per domain, one bar per rollout in each domain's group, with 95% intervals
 taxonomy_plot      the outcome classes as stacked shares of each rollout's episodes (code_error kinds folded)
+
+and as data series DVC draws and compares across commits and experiments (`dvc plots show`, `dvc plots diff`):
+write_series       success.json (a row per ranked rollout, with its interval) and success_by_domain.json
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from components.common.io import atomic_write
 from components.evaluation.figures import figure, save
 from components.evaluation.leaderboard import Interval, Leaderboard
 from components.evaluation.taxonomy import class_order, family
 
 SUCCESS_PNG, DOMAINS_PNG, TAXONOMY_PNG = "success.png", "success_by_domain.png", "taxonomy.png"
+SUCCESS_JSON, DOMAINS_JSON = "success.json", "success_by_domain.json"
 # one colour per outcome family, so a class looks the same in every figure
 FAMILY_COLORS = {"success": "tab:green", "wrong_answer": "tab:red", "format_error": "tab:orange",
                  "code_error": "tab:purple", "parse_error": "tab:brown", "stuck_loop": "tab:pink",
@@ -90,3 +96,20 @@ def write_plots(board: Leaderboard, out_dir: Path | str) -> list[Path]:
     out = Path(out_dir)
     return [success_plot(board, out / SUCCESS_PNG), domain_plot(board, out / DOMAINS_PNG),
             taxonomy_plot(board, out / TAXONOMY_PNG)]
+
+
+def write_series(board: Leaderboard, out_dir: Path | str) -> list[Path]:
+    """success.json and success_by_domain.json in out_dir: lists of flat rows (DVC's plot format), in rank order,
+    rollouts without greedy episodes left out as the figures leave them out."""
+    out = Path(out_dir)
+    ranked = sorted((r for r in board.rows if r.success is not None), key=lambda r: r.rank or 0)
+    success = [{"rollout": r.rollout, "success": r.success.value, "low": r.success.low, "high": r.success.high}
+               for r in ranked if r.success is not None]
+    domains = [{"rollout": r.rollout, "domain": d, "success": e.value, "low": e.low, "high": e.high}
+               for r in ranked for d, e in r.domains.items() if e is not None]
+    paths = []
+    for name, rows in ((SUCCESS_JSON, success), (DOMAINS_JSON, domains)):
+        with atomic_write(out / name) as fh:
+            json.dump(rows, fh, indent=1)
+        paths.append(out / name)
+    return paths

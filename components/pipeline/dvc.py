@@ -9,6 +9,8 @@ a rerun resumes, reuses or clears, as they do without DVC.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,22 @@ def dvc_file(cfg: Any) -> Path:
     return Path("dvc.yaml") if cfg.diag is None else Path("pipelines") / cfg.profile / "dvc.yaml"
 
 
+def dvc_session() -> str | None:
+    """The `dvc repro` (or `dvc exp run`) this process runs a stage of, as "<pid>-<start time>" of that DVC process,
+    None outside one. DVC sets DVC_STAGE in a stage command's environment but no id of the reproduction; its
+    process is the command's nearest ancestor running dvc, and its pid with its start time names one reproduction."""
+    import psutil
+
+    if "DVC_STAGE" not in os.environ:
+        return None
+    with contextlib.suppress(psutil.Error):
+        for proc in psutil.Process().parents():
+            argv = proc.cmdline()
+            if any(Path(a).name in ("dvc", "dvc.exe") or a == "dvc" for a in argv[:3]) or argv[1:3] == ["-m", "dvc"]:
+                return f"{proc.pid}-{int(proc.create_time())}"
+    return None
+
+
 def metrics_path(cfg: Any) -> Path:
     """The evaluate stage's headline figures (flat JSON): DVC metrics beside the leaderboard's folder."""
     return cfg.pipeline.reports_dir / cfg.profile / "metrics.json"
@@ -101,15 +119,35 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path) -> dict[str, Any]:
             body["params"] = [{rel: params}]
         body["outs"] = [{str(p): {"persist": True}} for p in produced[stage.name]]
         if kind.metrics:
-            body["metrics"] = [{str(metrics_path(plan.cfg)): {"cache": False}}]
+            # cached like the outs: `dvc exp show` and `dvc metrics diff` read an experiment's figures from the cache
+            body["metrics"] = [str(metrics_path(plan.cfg))]
         if kind.plots:
             board.append((produced[stage.name][0], kind.plots))
         stages[stage.name] = body
     doc: dict[str, Any] = {"stages": stages}
+    plots: list[Any] = []
+    for pid, definition in _series(plan, produced, wdir).items():
+        plots.append({pid: definition})
     if board:
         folder, names = board[0]
-        doc["plots"] = [f"{wdir}/{folder / name}" if wdir else str(folder / name) for name in names]
+        plots += [f"{wdir}/{folder / name}" if wdir else str(folder / name) for name in names]
+    if plots:
+        doc["plots"] = plots
     return doc
+
+
+def _series(plan: Plan, produced: dict[str, tuple[Path, ...]], wdir: str) -> dict[str, dict[str, Any]]:
+    """Each kind's data series (StageKind.series) of the stages DVC runs, one plot per id, files relative to the
+    dvc.yaml (top-level plots are not moved by a stage's `wdir`)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for stage in plan.stages:
+        if not produced[stage.name]:
+            continue
+        for pid, definition in kind_of(stage.kind).series(plan, stage).items():
+            ys = {f"{wdir}/{f}" if wdir else f: field for f, field in definition["y"].items()}
+            plot = merged.setdefault(pid, {k: v for k, v in definition.items() if k != "y"} | {"y": {}})
+            plot["y"].update(ys)
+    return merged
 
 
 def render(plan: Plan, config_path: Path, root: Path) -> str:

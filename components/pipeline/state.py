@@ -135,6 +135,19 @@ class PipelineState:
         with atomic_write(self.folder / "_run.json") as fh:
             fh.write(RunRecord(run_id=run_id, status=status, params=params).model_dump_json())
 
+    def session_run(self, session: str) -> tuple[str | None, list[str]]:
+        """The parent run an earlier stage of the same `dvc repro` (its `dvc_session`) opened, to join, and the
+        stages that ran under it so far."""
+        path = self.folder / "_dvc.json"
+        record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        if record.get("session") != session:
+            return None, []
+        return record.get("run_id"), list(record.get("stages", []))
+
+    def mark_session_run(self, session: str, run_id: str, stages: list[str]) -> None:
+        with atomic_write(self.folder / "_dvc.json") as fh:
+            json.dump({"session": session, "run_id": run_id, "stages": stages}, fh)
+
     def _path(self, stage: str) -> Path:
         return self.folder / f"{stage}.json"
 

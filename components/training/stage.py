@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from components.common.io import RecordError, atomic_dir
+from components.common.io import RecordError, atomic_dir, atomic_write
 from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode, Outcome
 from components.policies.tokens import ChatTokens, episode_token_ids
@@ -39,6 +39,7 @@ DEEPSPEED_DIR = PROJECT_ROOT / "infra" / "deepspeed"
 KINDS: dict[str, str] = {"sft": "sft", "dpo": "preference", "verifier": "verifier"}
 # beside a stage's merged model: which run, dataset and starting model made it (the verifier's says what it saw)
 STAGE_MARKER = "medgym_stage.json"
+LOSS_SERIES = "train_loss.json"  # beside a stage's merged model: [{"step", "loss"}], the curve of its run
 # in a stage's run folder: the dataset and starting model its checkpoints belong to
 RUN_MARKER = "medgym_run.json"
 log = logging.getLogger(__name__)
@@ -392,6 +393,10 @@ def run_stage(cfg: TrainingProfile, method: Method, dirs: StageDirs, init: str, 
         else:
             _copy_dir(final, model_dir)
         kind = "reward" if method == "verifier" and cfg.training.verifier.kind == "reward" else "causal"
+        # the loss per optimizer step beside the model: a data series DVC plots and compares across experiments
+        with atomic_write(model_dir / LOSS_SERIES) as fh:
+            json.dump([{"step": e["step"], "loss": e["loss"]} for e in result.log_history
+                       if "loss" in e and "step" in e], fh, indent=1)
         (model_dir / STAGE_MARKER).write_text(json.dumps(
             {"method": method, "stage": name, "kind": kind, "run_id": run.run_id, "dataset": manifest.content_hash,
              "init": base}, indent=1))

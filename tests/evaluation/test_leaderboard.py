@@ -309,6 +309,22 @@ def test_plots_are_png_files_written_in_place(board, tmp_path):
     assert sorted(x.name for x in (tmp_path / "plots").iterdir()) == sorted(p.name for p in paths)  # no temp files
 
 
+def test_series_are_the_figures_rows_as_dvc_plot_data(board, tmp_path):
+    import json
+
+    from components.evaluation.plots import write_series
+
+    paths = write_series(board, tmp_path / "plots")
+    assert [p.name for p in paths] == ["success.json", "success_by_domain.json"]
+    success = json.loads(paths[0].read_text())
+    ranked = sorted((r for r in board.rows if r.success is not None), key=lambda r: r.rank)
+    assert [row["rollout"] for row in success] == [r.rollout for r in ranked]
+    assert all(row["low"] <= row["success"] <= row["high"] for row in success)
+    domains = json.loads(paths[1].read_text())
+    assert {(row["rollout"], row["domain"]) for row in domains} == {
+        (r.rollout, d) for r in ranked for d, e in r.domains.items() if e is not None}
+
+
 # ----------------------------------------------------------------------------------------------------- CLI
 
 

@@ -51,6 +51,8 @@ def test_sft_stage_builds_its_dataset_trains_merges_and_tracks_one_mlflow_run(tm
     out = stage.run_stage(cfg, "sft", stage_dirs(cfg, "sft"), init_model(cfg, "sft"))
     assert out.result.global_step == STEPS and out.model_dir == merged_dir(cfg, "sft")
     assert (out.model_dir / "model.safetensors").is_file() and not (out.model_dir / ADAPTER_FILE).exists()
+    curve = json.loads((out.model_dir / "train_loss.json").read_text())  # the series DVC plots
+    assert [r["step"] for r in curve] == list(range(1, STEPS + 1)) and all(r["loss"] > 0 for r in curve)
     marker = json.loads((out.model_dir / "medgym_stage.json").read_text())
     assert marker == {"method": "sft", "stage": "sft", "kind": "causal", "run_id": out.run_id, "dataset": manifest.content_hash,
                       "init": str(tiny_model)}

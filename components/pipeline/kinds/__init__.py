@@ -62,6 +62,11 @@ class StageKind:
         a base checkpoint), relative to the project unless absolute: its key hashes their content (digest.py)."""
         return ()
 
+    def series(self, plan: Plan, stage: Stage) -> dict[str, dict[str, Any]]:
+        """DVC plots of data series the stage writes: plot id -> DVC's plot definition, whose `y` maps each file (in
+        its outs) to the field drawn; stages naming the same plot id add their files to one plot."""
+        return {}
+
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         """The profile keys DVC lists as the stage's params (those the profile file leaves out are dropped)."""
         return list(self.sections)

@@ -30,6 +30,11 @@ class Evaluate(StageKind):
     def inputs(self, plan: Plan, stage: Stage) -> dict[str, Any]:
         return {"rollouts": list(stage.needs), "baseline": plan.baseline()}
 
+    def series(self, plan: Plan, stage: Stage) -> dict[str, dict[str, Any]]:
+        board = stage.outputs[0]
+        return {"success": {"template": "bar_horizontal_sorted", "x": "success", "title": "greedy pass@1, held-out",
+                            "y": {str(board / "success.json"): "rollout"}}}
+
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         return ["pipeline.baseline"]
 

@@ -13,7 +13,7 @@ from components.pipeline.digest import model_folder
 from components.pipeline.kinds import StageKind, stage_kind
 from components.pipeline.paths import dataset_dir, init_model, merged_dir, run_dir
 from components.pipeline.plan import Plan, Stage, refuse_held_out_episodes, training_reader, trainings
-from components.training.stage import DEEPSPEED_DIR
+from components.training.stage import DEEPSPEED_DIR, LOSS_SERIES
 from components.training.stage import KINDS as METHODS
 
 
@@ -61,6 +61,11 @@ class Train(StageKind):
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         own = f"training.{stage.method}" if stage.round == 0 else "pipeline.self_improve"
         return [own, "training.base_model", "training.distributed"]
+
+    def series(self, plan: Plan, stage: Stage) -> dict[str, dict[str, Any]]:
+        assert stage.method is not None
+        return {"training_loss": {"x": "step", "title": "training loss per optimizer step",
+                                  "y": {str(merged_dir(plan.cfg, stage.method, stage.name) / LOSS_SERIES): "loss"}}}
 
     def outs(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
         # the dataset and the merged model: the checkpoints beside it are the run's own, not data to version
