@@ -123,8 +123,8 @@ def pipeline_dvc(
     profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
     check: Annotated[bool, typer.Option(help="exit 1 if dvc.yaml differs from the plan instead of writing it")] = False,
 ) -> None:
-    """Write dvc.yaml from the profile's plan: one DVC stage per pipeline stage (`--only <stage>`); a DiagGym
-    profile's goes to pipelines/<profile>/dvc.yaml."""
+    """Write the profile's DVC pipeline from its plan: one DVC stage per pipeline stage (`--only <stage>`), to
+    pipelines/<profile>/dvc.yaml (the demo's: the root dvc.yaml; `pipeline.dvc_file`)."""
     from components.common.io import atomic_write
     from components.common.paths import PROJECT_ROOT
     from components.pipeline.dvc import dvc_file, render

@@ -123,6 +123,8 @@ class PipelineSettings(_Strict):
                                      "stage in dependency order, self_improve, evaluate, register")
     self_improve: SelfImproveConfig = Field(default_factory=SelfImproveConfig)
     baseline: str | None = Field(default=None, description="the rollout every policy is compared with")
+    dvc_file: Path | None = Field(default=None, description="the profile's DVC pipeline (None: "
+                                  "pipelines/<profile>/dvc.yaml); one file per profile, each with its own lock")
     release_engine_for_training: bool = Field(
         default=False, description="stop the run's vLLM engine before each training stage, so that training has its "
         "memory (weights, KV cache); the next collection pays a restart (about a minute on a CPU)")

@@ -9,7 +9,7 @@ import pytest
 
 from components.pipeline.plan import PlanError, build_plan
 from components.pipeline.state import PipelineState, clear_outputs, stage_key
-from components.profile.config import PipelineConfig, load_config
+from components.profile.config import CONFIG_DIR, PipelineConfig, load_config
 from tests.conftest import ROOT
 
 
@@ -203,3 +203,15 @@ def test_an_interrupted_pipeline_run_is_carried_on_under_its_parent_run_and_a_ch
     assert run.info.status == "FINISHED" and set(run.data.metrics) == {"sft.wall_s", "dpo.wall_s"}
     assert state.interrupted_run("p1") is None  # it ended well
     assert len(client.search_runs([client.get_experiment_by_name("resume").experiment_id])) == 1
+
+
+def test_each_profile_has_its_own_dvc_pipeline_and_the_paper_suite_depends_on_the_release():
+    from components.pipeline.dvc import dvc_file, dvc_stages
+
+    files = {name: dvc_file(load_config(name)) for name in ("demo", "smoke", "paper", "diag-demo")}
+    assert files["demo"] == Path("dvc.yaml") and files["smoke"] == Path("pipelines/smoke/dvc.yaml")
+    assert len(set(files.values())) == len(files)  # no two profiles write one file
+    plan = build_plan(load_config("paper"))
+    stages = dvc_stages(plan, CONFIG_DIR / "paper.yaml", ROOT)["stages"]
+    assert stages["suite"]["wdir"] == "../.." and "data/medagentgym-release" in stages["suite"]["deps"]
+    assert not any("medagentgym-release" in d for s, body in stages.items() if s != "suite" for d in body["deps"])

@@ -62,6 +62,11 @@ class StageKind:
         a base checkpoint), relative to the project unless absolute: its key hashes their content (digest.py)."""
         return ()
 
+    def dvc_deps(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        """Data DVC versions as the stage's deps besides its code and upstream outs (an imported release). Not the
+        base checkpoints of `data`: those are built by setup on each machine, outside what DVC versions."""
+        return ()
+
     def series(self, plan: Plan, stage: Stage) -> dict[str, dict[str, Any]]:
         """DVC plots of data series the stage writes: plot id -> DVC's plot definition, whose `y` maps each file (in
         its outs) to the field drawn; stages naming the same plot id add their files to one plot."""

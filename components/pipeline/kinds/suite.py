@@ -28,6 +28,9 @@ class Suite(StageKind):
         data = plan.cfg.data
         return (data.import_from,) if data.source == "medagentgym" and data.import_from is not None else ()
 
+    def dvc_deps(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
+        return self.data(plan, stage)  # the release folder: a new drop of tasks makes the suite stale in DVC too
+
     def details(self, plan: Plan, stage: Stage, tasks: Counter[tuple[str, str]] | None) -> dict[str, Any]:
         data = plan.cfg.data
         size = data.suites[data.suite]
