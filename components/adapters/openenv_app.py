@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,24 +70,17 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:  # chunked: no length announced
-                raise _TooLarge
+            if seen > self.limit:  # chunked, no length announced: FastAPI turns this into the response
+                raise HTTPException(status_code=413, detail=f"request body over {self.limit} bytes")
             return message
 
-        try:
-            await self.app(scope, bounded, send)
-        except _TooLarge:
-            await self._refuse(send)
+        await self.app(scope, bounded, send)
 
     async def _refuse(self, send: Any) -> None:
         body = json.dumps({"detail": f"request body over {self.limit} bytes"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def serve(settings: ServedTasks, config: ServeConfig | None = None) -> None:
