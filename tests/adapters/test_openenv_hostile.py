@@ -8,6 +8,7 @@ the truths' printed forms, and after each attack a fresh episode still plays to 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import requests
@@ -140,3 +141,27 @@ def test_malformed_and_huge_messages_do_not_bring_the_server_down(server, raw):
     chunked = requests.post(f"{server}/step", data=iter([b"{" * 65536] * 40), timeout=30)
     assert chunked.status_code == 413
     still_serves(server)
+
+
+def test_sessions_past_the_limit_are_refused_until_one_ends(server, raw):
+    """Each session holds a sandbox: the server started with --max-sessions 3 refuses a fourth, and frees the slot
+    of one that closes."""
+    held = [raw() for _ in range(3)]
+    for r in held:
+        assert r.send({"type": "reset", "data": {"task_id": "age"}})["type"] == "observation"
+    extra = Raw(server)
+    try:  # the refusal comes unasked, then the connection is closed
+        assert json.loads(extra.ws.recv(timeout=30))["data"]["code"] == "CAPACITY_REACHED"
+        with pytest.raises(ConnectionClosed):
+            extra.send({"type": "state"})
+    finally:
+        extra.close()
+    held.pop().close()
+    deadline = time.monotonic() + 30
+    while True:  # the server frees the slot once it has seen the close
+        try:
+            still_serves(server)
+            break
+        except (AssertionError, ConnectionClosed, KeyError):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
