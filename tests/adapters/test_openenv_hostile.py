@@ -107,9 +107,11 @@ def test_crafted_payloads_are_refused_with_fixed_words(server, raw):
     typed = r.send({"type": "step", "data": {"type": "run_code", "code": 12}})  # OpenEnv's own validation
     assert error(typed) == "Invalid message" and typed["data"]["errors"][0]["loc"] == ["code"]
     assert "unknown message type" in error(r.send({"type": "grade", "data": {}})).lower()
-    for data in ({"task_id": {"$ne": None}}, {"task_id": "../tasks.jsonl"}, {"seed": "abc"}, {"seed": -1},
-                 {"episode_id": "x" * 10_000}):
-        assert error(r.send({"type": "reset", "data": data}))
+    for data, words in (({"task_id": {"$ne": None}}, "task_id must be a string"),
+                        ({"task_id": "../tasks.jsonl"}, "no served task has id '../tasks.jsonl'"),
+                        ({"seed": "abc"}, "seed must be a non-negative integer"), ({"seed": -1}, "seed must be"),
+                        ({"episode_id": "x" * 10_000}, "episode_id must be a string of at most 255")):
+        assert words in error(r.send({"type": "reset", "data": data}))
     # the agent's own code and inspect_data look for the task file: the sandbox holds only the task's data files
     r.send({"type": "reset", "data": {"task_id": "age"}})
     snoop = ("import glob, os\nfor p in glob.glob('/**/tasks.jsonl', recursive=True)[:5]: print(p, open(p).read())\n"
