@@ -90,6 +90,12 @@ def _mount_diag() -> None:
     app.add_typer(diag_app, name="diag")
 
 
+def _mount_env() -> None:
+    from flows.cli_env import app as env_app
+
+    app.add_typer(env_app, name="env")
+
+
 @pipeline_app.command("run")
 def pipeline_run(
     profile: Annotated[str, typer.Option(help="configs/<profile>.yaml")] = "demo",
@@ -327,6 +333,7 @@ def main() -> None:
     _mount_sandbox()
     _mount_training()
     _mount_diag()
+    _mount_env()
     try:
         app()
     except (RecordError, FileNotFoundError, PolicyRefusal, EmptyDatasetError, DatasetValidationError,

@@ -24,6 +24,7 @@ PACKAGES: dict[str, int] = {
     "envs": 2,
     "policies": 3,
     "rollout": 4, "training": 4, "rl": 4, "evaluation": 4, "registry": 4,
+    "adapters": 4,  # the environment offered to stock trainers (TRL) and clients (OpenEnv)
     PROFILE: 5, "pipeline": 5,
     # the entry points: a component that imports them runs upward
     "flows": 6, "bench": 6,
