@@ -173,3 +173,43 @@ def test_an_experiment_created_elsewhere_is_refused_not_silently_kept(s3, tmp_pa
 def test_artifact_uri_takes_only_an_s3_bucket_uri(bad: str) -> None:
     with pytest.raises(ValueError, match="not an s3://"):
         TrackingConfig(artifact_uri=bad)
+
+
+@pytest.mark.slow
+def test_the_registry_keeps_its_model_and_evidence_in_the_bucket_and_reads_them_back(s3, tmp_path: Path,
+                                                                                       tiny_model: Path) -> None:
+    """Registration on S3: the checkpoint logged into the bucket, each version's per-task evidence stored there and
+    read back from it when the next candidate is paired with the champion."""
+    from mlflow.tracking import MlflowClient
+
+    import mlflow
+    from components.registry import Evaluation, RegistryConfig, read_evaluation, register
+
+    config = _tracking(tmp_path, "s3-registry", artifact_uri=f"s3://{BUCKET}/registry")
+    tasks = [f"t{i:02d}" for i in range(12)]
+
+    def evaluation(solved: int) -> Evaluation:
+        return Evaluation(task_success={t: float(i < solved) for i, t in enumerate(tasks)},
+                          task_hashes={t: f"content of {t}" for t in tasks}, conditions={"k": 1, "split": "test"})
+
+    registry = RegistryConfig(name="s3-agent")
+    first = register(registry, config, evaluation(10), model_dir=tiny_model, baseline=evaluation(1), commit="abc1234")
+    assert first.promoted and first.task_success_uri.startswith(f"runs:/{first.run_id}/")
+    second = register(registry, config, evaluation(10), model_uri=first.source, commit="abc1234")
+    # paired with the champion's evidence, which was read from the bucket: the same scores, nothing to promote on
+    assert second.comparison is not None and second.comparison.against_version == "1"
+    assert (second.comparison.test.wins, second.comparison.test.losses) == (0, 0) and not second.promoted
+
+    client = MlflowClient(tracking_uri=config.mlflow_uri)
+    champion = client.get_model_version_by_alias("s3-agent", "champion")
+    assert read_evaluation(champion, config.mlflow_uri) == evaluation(10)
+    assert mlflow.get_logged_model(first.source.removeprefix("models:/")).artifact_location.startswith(
+        f"s3://{BUCKET}/registry/")
+    fetched = Path(mlflow.artifacts.download_artifacts("models:/s3-agent@champion", dst_path=str(tmp_path / "m"),
+                                                       tracking_uri=config.mlflow_uri))
+    assert (fetched / "MLmodel").is_file() and (fetched / "model" / "config.json").is_file()
+    keys = _keys(s3, "registry/")
+    for run_id in (first.run_id, second.run_id):
+        for name in ("task_success.json", "task_hashes.json", "conditions.json", "decision.json"):
+            assert f"registry/{run_id}/artifacts/evaluation/{name}" in keys
+    assert not (tmp_path / "local").exists()
