@@ -463,6 +463,8 @@ def test_mlflow_dockerfile_pins_the_clients_mlflow():
     dev = dict(d.split("==") for d in _pyproject()["project"]["optional-dependencies"]["dev"])
     if "psycopg2-binary" in dev:  # the driver the PostgreSQL tests use, pinned in the dev extra
         assert _arg_default(instructions, "PSYCOPG2_VERSION") == dev["psycopg2-binary"]
+    # the server and the clients write the same s3:// artifacts with the same boto3
+    assert _arg_default(instructions, "BOTO3_VERSION") == _pin("boto3")
     assert ("USER", "mlflow") in instructions and ("EXPOSE", "5000") in instructions
 
 

@@ -1,5 +1,8 @@
 """What a pipeline run records about where it came from: its profile as params, the git commit, and the content
-hashes DVC holds for the data it versions (dvc.lock), so a run on the dashboard names exactly what it read."""
+hashes DVC holds for the data it versions (dvc.lock), so a run on the dashboard names exactly what it read.
+
+From a checkout both come from git and the lock files; from an image (no `.git`, no lock files at the root) from
+the build file the image carries (components/tracking/source.py), so a run from the compose stack names them too."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 import yaml
 
 from components.profile.config import PipelineConfig
-from components.registry import git_commit
+from components.tracking.source import code_version, lock_text
 from components.tracking.tracker import flatten
 
 
@@ -19,11 +22,12 @@ def config_params(cfg: PipelineConfig) -> dict[str, str]:
 
 
 def dvc_versions(root: Path, lock_file: Path = Path("dvc.lock")) -> dict[str, str]:
-    """`dvc.<stage>.<out path>` -> md5 of each output in the lock file (empty without one)."""
-    lock = root / lock_file
-    if not lock.is_file():
+    """`dvc.<stage>.<out path>` -> md5 of each output in the lock file, or in an image the build file's copy of it
+    (empty with neither)."""
+    text = lock_text(root, lock_file)
+    if text is None:
         return {}
-    doc: dict[str, Any] = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
+    doc: dict[str, Any] = yaml.safe_load(text) or {}
     versions = {}
     for stage, body in (doc.get("stages") or {}).items():
         for out in body.get("outs") or []:
@@ -33,5 +37,7 @@ def dvc_versions(root: Path, lock_file: Path = Path("dvc.lock")) -> dict[str, st
 
 
 def provenance_tags(root: Path) -> dict[str, str]:
-    commit, dirty = git_commit(root)
-    return {"medgym.git.commit": commit, "medgym.git.dirty": str(dirty).lower(), "mlflow.source.git.commit": commit}
+    """The commit tags; `medgym.git.origin` says where the commit was read (checkout, image, none)."""
+    v = code_version(root)
+    return {"medgym.git.commit": v.commit, "medgym.git.dirty": str(v.dirty).lower(), "medgym.git.origin": v.origin,
+            "mlflow.source.git.commit": v.commit}

@@ -22,7 +22,6 @@ hash) and is tested at the alpha its look is spent to.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +33,7 @@ from components.registry.content import tasks_digest
 from components.registry.decision import Comparison, RegistryConfig, Role, decide
 from components.registry.evaluation import DEFAULT_METRIC, Evaluation
 from components.registry.selection import Selection
+from components.tracking.source import git_commit  # a checkout's HEAD, or the image's build file
 from components.tracking.tracker import TrackingConfig, mlflow_key
 
 TASK_SUCCESS_DIR = "evaluation"
@@ -62,17 +62,6 @@ class Decision(BaseModel):
     reason: str
     task_success_uri: str
     selection: Selection | None = None  # how a pipeline chose this model among its trained ones; None: not recorded
-
-
-def git_commit(root: Path) -> tuple[str, bool]:
-    """HEAD and whether the working tree has uncommitted changes; ("unknown", False) outside a git checkout."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
-
-    try:
-        return git("rev-parse", "HEAD").strip(), bool(git("status", "--porcelain", "--untracked-files=no").strip())
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown", False
 
 
 def _not_found(exc: Exception) -> bool:

@@ -7,9 +7,24 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+# s3://<bucket>[/<prefix>]: a bucket name as S3 (and MinIO, moto) accept it, lower case, 3 to 63 characters
+_S3_URI = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?")
+
+
+def _s3_uri(value: str) -> str:
+    """An object store location MLflow writes artifacts to with boto3: `s3://bucket/prefix`, no trailing slash.
+    Only s3:// is taken: it is the store the tests run against (a real S3 server) and the one whose client, boto3,
+    is a dependency; a gs:// or wasbs:// location would fail at the first artifact, long after the run started."""
+    if not _S3_URI.fullmatch(value):
+        raise ValueError(f"{value!r}: not an s3://<bucket>[/<prefix>] URI (bucket: 3-63 of a-z 0-9 . -)")
+    return value.rstrip("/")
+
+
+S3Uri = Annotated[str, AfterValidator(_s3_uri)]
 
 
 class TrackingConfig(BaseModel):
@@ -20,6 +35,11 @@ class TrackingConfig(BaseModel):
     # a local sqlite store by default: no server to start by hand
     mlflow_uri: str = "sqlite:///mlflow/mlruns.db"  # MEDGYM_MLFLOW_URI, where set, overrides it
     artifact_location: str = "mlflow/artifacts"
+    # where set, new experiments keep their artifacts on this S3-compatible object store, with a sqlite store or a
+    # server alike (the client then writes to the bucket itself). MLflow reads the endpoint and the credentials
+    # from the environment, as for any MLflow client: MLFLOW_S3_ENDPOINT_URL (MinIO, any S3-compatible server; unset
+    # for AWS), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION. Secrets stay out of the profile.
+    artifact_uri: S3Uri | None = None
     experiment: str = "medgym"
     # set by the pipeline for the stages it runs: their runs nest under its run
     parent_run_id: str | None = None
@@ -118,13 +138,26 @@ class MlflowTracker:
 
         return MlflowClient(tracking_uri=self.uri)
 
+    def artifact_location(self) -> str | None:
+        """Where a new experiment keeps its artifacts: `artifact_uri` where set; else, with a server, None (the
+        server's own default, proxied or not); else the local folder."""
+        if self.config.artifact_uri:
+            return self.config.artifact_uri
+        return None if self.uri.startswith("http") else Path(self.artifacts).resolve().as_uri()
+
     def experiment_id(self) -> str:
         client = self._client()
         exp = client.get_experiment_by_name(self.config.experiment)
-        if exp is not None:
-            return exp.experiment_id
-        location = None if self.uri.startswith("http") else Path(self.artifacts).resolve().as_uri()
-        return client.create_experiment(self.config.experiment, artifact_location=location)
+        if exp is None:
+            return client.create_experiment(self.config.experiment, artifact_location=self.artifact_location())
+        # MLflow fixes an experiment's artifact location when it creates it: a profile that now names a bucket
+        # would otherwise go on writing to the old place without a word
+        want = self.config.artifact_uri
+        if want and exp.artifact_location.rstrip("/") != want:
+            raise ValueError(f"experiment {self.config.experiment!r} keeps its artifacts at {exp.artifact_location}, "
+                             f"not at tracking.artifact_uri {want}: MLflow sets an experiment's artifact location "
+                             "once, when it creates it; name a new tracking.experiment for the new location")
+        return exp.experiment_id
 
     @contextlib.contextmanager
     def run(self, name: str, resume: str | None = None) -> Iterator[Run]:

