@@ -97,8 +97,19 @@ def _params(plan: Plan, stage: Stage, raw: dict[str, Any]) -> list[str]:
     return [k for k in kind_of(stage.kind).params(plan, stage) if present(k)]
 
 
-def dvc_stages(plan: Plan, config_path: Path, root: Path) -> dict[str, Any]:
+def frozen_stages(path: Path) -> set[str]:
+    """The stages of an existing dvc.yaml that `dvc freeze` froze: their lock records outputs of earlier code that
+    this checkout has not reproduced, and regenerating the file keeps them frozen until `dvc unfreeze`."""
+    if not path.is_file():
+        return set()
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {name for name, body in (doc.get("stages") or {}).items() if isinstance(body, dict) and body.get("frozen")}
+
+
+def dvc_stages(plan: Plan, config_path: Path, root: Path, frozen: set[str] | None = None) -> dict[str, Any]:
+    """`frozen`: the stages to keep frozen (None: those the profile's dvc.yaml under `root` has frozen)."""
     raw = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    frozen = frozen_stages(root / dvc_file(plan.cfg)) if frozen is None else frozen
     rel = config_path.resolve().relative_to(root.resolve()).as_posix()
     where = dvc_file(plan.cfg)
     wdir = "/".join([".."] * (len(where.parts) - 1))  # commands, deps and outs are relative to the root
@@ -124,6 +135,8 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path) -> dict[str, Any]:
             body["metrics"] = [str(metrics_path(plan.cfg))]
         if kind.plots:
             board.append((produced[stage.name][0], kind.plots))
+        if stage.name in frozen:
+            body["frozen"] = True
         stages[stage.name] = body
     doc: dict[str, Any] = {"stages": stages}
     plots: list[Any] = []

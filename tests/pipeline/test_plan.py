@@ -215,3 +215,22 @@ def test_each_profile_has_its_own_dvc_pipeline_and_the_paper_suite_depends_on_th
     stages = dvc_stages(plan, CONFIG_DIR / "paper.yaml", ROOT)["stages"]
     assert stages["suite"]["wdir"] == "../.." and "data/medagentgym-release" in stages["suite"]["deps"]
     assert not any("medagentgym-release" in d for s, body in stages.items() if s != "suite" for d in body["deps"])
+
+
+def test_regenerating_a_dvc_file_keeps_the_stages_dvc_froze(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from components.pipeline.dvc import dvc_stages, frozen_stages
+
+    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, env=env, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "freeze", "teacher"], cwd=tmp_path, env=env, check=True)
+    plan = build_plan(load_config("demo"))
+    stages = dvc_stages(plan, CONFIG_DIR / "demo.yaml", ROOT, frozen_stages(tmp_path / "dvc.yaml"))["stages"]
+    assert stages["teacher"]["frozen"] is True
+    assert not any(body.get("frozen") for name, body in stages.items() if name != "teacher")
