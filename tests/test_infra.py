@@ -571,3 +571,12 @@ def test_guides_use_only_real_medgym_commands_and_flags():
                         assert arg.split("=", 1)[0] in known, f"{guide.name}: `{line}`: {arg} is not a flag of it"
                 checked += 1
     assert checked >= 10, "the guides' medgym commands were not found"
+
+
+def test_the_guides_start_gpu_workers_on_the_gpu_pool_only():
+    """A worker runs whatever its pool holds: a GPU node's worker told to poll medgym-process would share the CPU
+    profiles' pool, and a paper run could land on the CPU worker."""
+    for guide in (ROOT / "infra" / "GPU.md", ROOT / "README.md"):
+        text = guide.read_text(encoding="utf-8")
+        assert "--pool medgym-gpu" in text, guide
+        assert "worker start --pool medgym-process" not in text, guide
