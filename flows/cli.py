@@ -109,12 +109,10 @@ def pipeline_run(
     if dry_run:  # no Prefect server for a plan
         _print_plan(pipeline_flow.fn(profile=profile, only=only, dry_run=True))
         return
-    from flows.pipeline import format_summary
     from flows.runtime import prefect_api
 
-    with prefect_api():
+    with prefect_api():  # the flow says its summary (flows.runtime.say): in its logs on the server and on stderr
         result = pipeline_flow(profile=profile, only=only, force=force)
-    console.print(format_summary(result), markup=False, highlight=False)
     print(json.dumps(result, indent=2, default=str))
 
 
