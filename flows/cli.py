@@ -115,12 +115,10 @@ def pipeline_run(
     if dry_run:  # no Prefect server for a plan
         _print_plan(pipeline_flow.fn(profile=profile, only=only, dry_run=True))
         return
-    from flows.pipeline import format_summary
     from flows.runtime import prefect_api
 
-    with prefect_api():
+    with prefect_api():  # the flow says its summary (flows.runtime.say): in its logs on the server and on stderr
         result = pipeline_flow(profile=profile, only=only, force=force)
-    console.print(format_summary(result), markup=False, highlight=False)
     print(json.dumps(result, indent=2, default=str))
 
 
@@ -311,17 +309,26 @@ def serve(
     timezone: Annotated[str, typer.Option(help="the cron's time zone (IANA)")] = "UTC",
     run_now: Annotated[bool, typer.Option(help="trigger one run now, wait for it and exit")] = False,
     api_url: Annotated[str | None, typer.Option(help="Prefect server API (default: PREFECT_API_URL)")] = None,
-    work_pool: Annotated[str | None, typer.Option(help="register in this process work pool (e.g. medgym-process, "
-                                                       "created if missing) for `prefect worker start`")] = None,
-    limit: Annotated[int, typer.Option(help="runs this process executes at once (served)")] = 1,
+    work_pool: Annotated[str | None, typer.Option(help="the process work pool to register in, created if missing "
+                                                       "(default: medgym-gpu for a profile that needs GPUs, else "
+                                                       "medgym-process)")] = None,
+    here: Annotated[bool, typer.Option("--here", help="serve the deployment from this process until stopped, "
+                                                      "instead of registering it in a work pool")] = False,
+    concurrency_limit: Annotated[int, typer.Option(help="the deployment's runs at once; a run due while the "
+                                                        "limit is reached waits for a slot (0: no limit)")] = 1,
+    limit: Annotated[int, typer.Option(help="runs this process executes at once (--here)")] = 1,
 ) -> None:
-    """Scheduled retraining: the pipeline as a Prefect deployment on a cron schedule, served by this process
-    until stopped, or registered in a work pool for `prefect worker start --pool <pool>`."""
-    from flows.serve import ServeError, serve_pipeline
+    """Scheduled retraining: the pipeline as a Prefect deployment on a cron schedule, registered in a work pool for
+    `prefect worker start --pool <pool> --limit 1`, or served by this process until stopped (--here)."""
+    from components.profile.config import load_config
+    from flows.serve import ServeError, serve_pipeline, work_pool_for
 
+    if here and work_pool:
+        raise SystemExit("error: --here serves the deployment from this process; --work-pool registers it in a pool")
+    pool = None if here else work_pool or work_pool_for(load_config(profile))
     try:
         result = serve_pipeline(profile, cron=cron, run_now=run_now, limit=limit, api_url=api_url,
-                                work_pool=work_pool, timezone=timezone)
+                                work_pool=pool, timezone=timezone, concurrency_limit=concurrency_limit or None)
     except ServeError as exc:
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps(result, indent=2, default=str))

@@ -38,6 +38,7 @@ from components.registry import Evaluation, as_conditions, case_hashes, register
 from components.tracking.tracker import flatten, mlflow_key
 from components.tracking.training import MlflowStepLogger, training_run
 from components.training.trainers import MERGED
+from flows.artifacts import publish_decision
 from flows.diag import build_cohort_stage, track_card, track_stage
 from flows.runtime import say
 
@@ -333,6 +334,7 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
     say(f"[register] {agent.name} v{agent.version} -> {agent.alias}: {agent.reason}")
     out: dict[str, Any] = {"alias": agent.alias, "version": agent.version, "promoted": agent.promoted,
                            "world": world_digest}
+    decisions = [agent.model_dump(mode="json")]
     card = {r.model: r for r in load_card(PROJECT_ROOT / paths["card"] / "card.json")}
     lm_dir = PROJECT_ROOT / paths["world"] / MERGED
     if "lm" in card and lm_dir.is_dir() and card["lm"].case_consistency:
@@ -348,6 +350,8 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
                          baseline=_evaluation(stat.case_consistency, hashes, carded, "consistency", card_path))
         say(f"[register] {world.name} v{world.version} -> {world.alias}: {world.reason}")
         out |= {"world_alias": world.alias, "world_version": world.version}
+        decisions.append(world.model_dump(mode="json"))
+    publish_decision(config.profile, decisions)
     return out
 
 

@@ -23,6 +23,7 @@ from components.registry.evaluation import DEFAULT_METRIC
 from components.rollout.store import EPISODES, load_episodes_dir
 from components.tracking.tracker import flatten, mlflow_key
 from components.training.stage import verifier_scorer
+from flows.artifacts import publish_leaderboard
 
 
 def _config(config: str | PipelineConfig) -> PipelineConfig:
@@ -110,6 +111,7 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
     plots = write_plots(board, report_dir)
     series = write_series(board, report_dir)
     print(markdown)
+    publish_leaderboard(cfg.profile, name, board)
 
     with training_run(cfg.tracking, f"{name}", PROJECT_ROOT, system_metrics=False) as run:
         run.set_tags({"medgym.stage": "evaluate", "medgym.profile": cfg.profile, "medgym.rollouts": ",".join(names),

@@ -34,6 +34,7 @@ from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
 from components.tracking.tracker import MlflowTracker
 from components.training.datasets import read_manifest
+from flows.artifacts import publish_stage
 from flows.checks import solvability_flow
 from flows.data import build_suite_flow, import_flow
 from flows.evaluate import leaderboard_flow
@@ -109,8 +110,10 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
             say(f"nothing new: every stage of {plan.cfg.profile} holds for its data, code and settings ({total} s)")
         if not only:
             state.mark_run(parent.run_id, "done", digest)
-    return {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "nothing_new": nothing_new,
-            "stages": report}
+    summary = {"profile": plan.cfg.profile, "run_id": parent.run_id, "wall_s": total, "nothing_new": nothing_new,
+               "stages": report}
+    say(format_summary(summary))  # in the flow run's logs, where the UI shows it
+    return summary
 
 
 # A runner runs one stage of its kind and returns the stage's headline figures (flat, JSON): what the state keeps and
@@ -155,6 +158,8 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
         result = runners[stage.name](plan, cfg, stage, engines)
         record = state.finish(stage.name, key, t0, result)
         report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
+        say(f"[{stage.name}] {done} in {record.wall_s:.1f} s" + (f": {figures}" if (figures := headline(result)) else ""))
+        publish_stage(plan.cfg.profile, stage.name, done, record.wall_s, result)
         parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
                             **{f"{stage.name}.{k}": float(v) for k, v in result.items()
                                if isinstance(v, (int, float)) and not isinstance(v, bool)}})
@@ -269,11 +274,15 @@ def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
             "test_reads": selection.test_reads}
 
 
+def headline(result: dict[str, Any]) -> str:
+    """A stage's figures a person reads first, on one line."""
+    return ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()
+                     if k in ("tasks", "cases", "episodes", "success", "train_loss", "global_step", "alias",
+                              "version", "world_alias", "chosen", "chosen_on") or k.endswith((".success", ".accuracy")))
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     lines = [f"pipeline {summary['profile']}: {summary['wall_s']:.0f} s (run {summary['run_id']})"]
     for name, r in summary["stages"].items():
-        figures = ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
-                            if k in ("tasks", "cases", "episodes", "success", "train_loss", "global_step", "alias",
-                                     "version", "world_alias", "chosen", "chosen_on") or k.endswith((".success", ".accuracy")))
-        lines.append(f"  {name:<16} {r['status']:<8} {r['wall_s']:>8.1f} s  {figures}")
+        lines.append(f"  {name:<16} {r['status']:<8} {r['wall_s']:>8.1f} s  {headline(r)}")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.profile.config import PipelineConfig, as_config
 from components.registry import RegistryConfig, Selection, register, rollout_evaluation
 from components.training.datasets import read_manifest, source_digest
+from flows.artifacts import publish_decision
 
 
 @flow(name="register", log_prints=True)
@@ -49,4 +50,6 @@ def register_flow(config: str | PipelineConfig, rollout: str, baseline: str | No
     if selection is not None:
         print(selection.reason)
     print(f"{decision.name} v{decision.version} -> {decision.alias}: {decision.reason}")
-    return decision.model_dump(mode="json")
+    out = decision.model_dump(mode="json")
+    publish_decision(cfg.profile, [out], selection.reason if selection is not None else None)
+    return out

@@ -1,12 +1,18 @@
 """Process settings every flow needs before Prefect or MLflow is imported: state inside the project, no telemetry;
-and the Prefect API the flows report to, started once per command when none is configured."""
+the Prefect API the flows report to, started once per command when none is configured; and `say`, the one way a
+flow reports progress."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +22,13 @@ STATE_DIR = PROJECT_ROOT / ".state"
 # Prefect's default is 20 s; a fresh state folder migrates its database first, and on a busy 2-core machine
 # that alone has taken longer. A slow start is not an error: wait, and say so.
 SERVER_STARTUP_TIMEOUT_S = 600
+# where `prefect server start` serves its UI by default (README: browsing past runs)
+LOCAL_UI_URL = "http://127.0.0.1:4200"
+# The temporary server serves this command's flow runs only. The services that act on deployments, work pools and
+# schedules are off: the state folder is the one `prefect server start` browses (README), so it may hold a
+# deployment served elsewhere, whose runs this server must neither schedule nor mark late. The rest stay on:
+# recording task runs, events and logs is what the UI reads afterwards; concurrency leases still expire.
+IDLE_SERVICES = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS")
 
 
 def configure_runtime() -> None:
@@ -24,6 +37,9 @@ def configure_runtime() -> None:
         "PREFECT_HOME": str(STATE_DIR / "prefect"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_LOGGING_LEVEL": "WARNING",
+        # a flow run's own logger at INFO: `say` lines, `log_prints` output and Prefect's state changes reach the
+        # flow run's logs in the UI (and the console); the rest of Prefect's client chatter stays at WARNING
+        "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": str(SERVER_STARTUP_TIMEOUT_S),
         "DO_NOT_TRACK": "1",
         "GX_ANALYTICS_ENABLED": "false",
@@ -45,25 +61,97 @@ def configure_runtime() -> None:
 @contextlib.contextmanager
 def prefect_api() -> Iterator[str]:
     """The Prefect API for this command: PREFECT_API_URL when set, else one temporary local server started here,
-    up front, with a generous timeout and a message while it starts; every flow of the command reuses it."""
+    up front, with a generous timeout and a message while it starts; every flow of the command reuses it.
+
+    The temporary server is `prefect server start` (Prefect's public way to run a server; Prefect 3.9 has no public
+    Python one, only the private `SubprocessASGIServer` behind its ephemeral mode) on a free loopback port, without
+    the UI, on the database in PREFECT_HOME: the same runs that `prefect server start` shows afterwards (README)."""
     configured = os.environ.get("PREFECT_API_URL")
     if configured:
         yield configured
         return
-    from prefect.server.api.server import SubprocessASGIServer
-
     timeout = int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", SERVER_STARTUP_TIMEOUT_S))
-    sys.stderr.write(f"Starting Prefect's temporary server (state in {os.environ['PREFECT_HOME']}; "
-                     f"waiting up to {timeout} s) ...\n")
+    home = Path(os.environ["PREFECT_HOME"])
+    sys.stderr.write(f"Starting Prefect's temporary server (state in {home}; waiting up to {timeout} s) ...\n")
     started = time.monotonic()
-    server = SubprocessASGIServer()
-    server.start(timeout=timeout)
-    sys.stderr.write(f"Prefect server ready at {server.api_url} after {time.monotonic() - started:.1f} s\n")
+    with _local_server(home, timeout) as api_url:
+        sys.stderr.write(f"Prefect server ready at {api_url} after {time.monotonic() - started:.1f} s\n")
+        with temporary_server_settings(api_url):
+            try:
+                yield api_url
+            finally:
+                _flush_run_logs()
+
+
+def _flush_run_logs() -> None:
+    """Send the run logs still queued to the server before it stops: Prefect ships them in batches from a thread,
+    and the last flow run's lines (its summary) would otherwise be lost with the server."""
+    if "prefect" in sys.modules:
+        from prefect.logging.handlers import APILogHandler
+
+        APILogHandler().flush()
+
+
+@contextlib.contextmanager
+def _local_server(home: Path, timeout: float) -> Iterator[str]:
+    """`prefect server start` in a session of its own (so that stopping it stops its workers too), its output in
+    PREFECT_HOME/server.log; yields its API URL once /api/health answers and stops it on exit."""
+    port = _free_port()
+    log = home / "server.log"
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false",
+           **{f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVICES}}
+    env.pop("PREFECT_API_URL", None)  # else `prefect server start` would talk about a server configured elsewhere
+    prefect_cli = Path(sys.executable).with_name("prefect")
+    cmd = [str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
+           "--log-level", "WARNING"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
     try:
-        with temporary_server_settings(server.api_url):
-            yield server.api_url
+        api_url = f"http://127.0.0.1:{port}/api"
+        deadline = time.monotonic() + timeout
+        while not _healthy(api_url):
+            if proc.poll() is not None:
+                raise RuntimeError(f"prefect server start exited with {proc.returncode} before it answered; "
+                                   f"{log}:\n{_tail(log)}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Prefect's temporary server did not answer within {timeout} s "
+                                   "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); "
+                                   f"{log}:\n{_tail(log)}")
+            time.sleep(0.2)
+        yield api_url
     finally:
-        server.stop()
+        _stop(proc)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(api_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:] if log.exists() else ""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @contextlib.contextmanager
@@ -72,15 +160,38 @@ def temporary_server_settings(api_url: str) -> Iterator[None]:
 
     No flow run heartbeats unless the user set a frequency (environment, Prefect profile): they let a long-lived
     server mark a run whose process died as crashed, but this server dies with the process, so they would tell it
-    nothing, and the end of every flow run waits up to a second for its heartbeat thread to wake."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    nothing, and the end of every flow run waits up to a second for its heartbeat thread to wake.
 
-    with temporary_settings(updates={PREFECT_API_URL: api_url}, set_defaults={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+    The "View at" links of flow runs point at LOCAL_UI_URL unless the user set PREFECT_UI_URL: this server has no UI
+    and stops with the command, but `prefect server start` on the same PREFECT_HOME (README) shows the same runs
+    there."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, PREFECT_UI_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url},
+                            set_defaults={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None, PREFECT_UI_URL: LOCAL_UI_URL}):
         yield
 
 
 def say(message: str) -> None:
-    """A progress line on stderr. Not `print`: under `log_prints` Prefect turns it into an INFO record, which the
-    runtime's WARNING level drops, and stdout carries the JSON result."""
+    """A progress line or a stage's summary. Inside a flow run it goes through Prefect's run logger, so that it is in
+    the flow run's logs on the server (the UI) and on the console; outside one, to stderr. Never `print`: stdout
+    carries the commands' JSON results."""
+    logger = _run_logger()
+    if logger is not None and logger.isEnabledFor(logging.INFO):
+        logger.info(message)
+        return
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
+
+
+def _run_logger() -> logging.LoggerAdapter | logging.Logger | None:
+    """The current flow or task run's logger; None outside a run (or in a thread that runs none). Prefect not yet
+    imported means no run: importing it here would cost a command that never starts one a second or two."""
+    if "prefect" not in sys.modules:
+        return None
+    from prefect.context import FlowRunContext, TaskRunContext
+    from prefect.logging import get_run_logger
+
+    if FlowRunContext.get() is None and TaskRunContext.get() is None:
+        return None
+    return get_run_logger()

@@ -4,9 +4,14 @@ Two routes, both against a real Prefect server (`PREFECT_API_URL`, e.g. `prefect
 
 - served (`medgym serve --profile P`): this process registers the deployment and runs its flow runs itself,
   one at a time by default, until it is stopped (its schedule is then paused; the next start resumes it).
-- work pool (`medgym serve --profile P --work-pool medgym-process`, the production route): the deployment is
-  registered in the process work pool `medgym-process` (created when missing) and the command returns; runs are
-  executed by `prefect worker start --pool medgym-process [--limit 1]`, started where MedGym is installed.
+- work pool (`medgym serve --profile P`, the production route): the deployment is registered in the profile's
+  process work pool (created when missing) and the command returns; runs are executed by
+  `prefect worker start --pool <pool> --limit 1`, started where MedGym is installed. A profile whose training needs
+  GPUs goes to `medgym-gpu`, any other to `medgym-process` (`work_pool_for`), so that a CPU worker never takes a
+  GPU run; `--work-pool` names another.
+
+Every deployment has a concurrency limit, 1 by default: a scheduled run that comes due while the previous one still
+runs waits for it (Prefect's ENQUEUE strategy) instead of retraining beside it on the same data and GPUs.
 
 `--run-now` triggers one flow run of the deployment at once and waits for it to finish (manual retraining,
 tests): served, by this process; in a work pool, by a worker. Runs import the flow by module path
@@ -25,9 +30,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prefect import Flow
 
+    from components.profile.config import PipelineConfig
+
 DEFAULT_CRON = "0 3 * * 1"  # weekly: Mondays, 03:00
 DEFAULT_TIMEZONE = "UTC"
 WORK_POOL = "medgym-process"
+GPU_WORK_POOL = "medgym-gpu"
+DEFAULT_CONCURRENCY = 1
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
@@ -47,22 +56,41 @@ def resolve_api_url(api_url: str | None = None) -> str:
     return url.rstrip("/")
 
 
+def needs_gpu(cfg: PipelineConfig) -> bool:
+    """Whether the profile's runs need a GPU node: `pipeline.gpu` when the profile says, else whether its training
+    launches several processes or DeepSpeed (one rank per GPU: the paper profile's 8 under ZeRO-3). Generation says
+    nothing: the vLLM backend runs on CPUs too (the demo's)."""
+    if cfg.pipeline.gpu is not None:
+        return cfg.pipeline.gpu
+    distributed = cfg.training.distributed
+    return distributed.processes > 1 or distributed.deepspeed != "none"
+
+
+def work_pool_for(cfg: PipelineConfig) -> str:
+    """The work pool a profile's deployment goes to when none is named: GPU runs apart from CPU ones."""
+    return GPU_WORK_POOL if needs_gpu(cfg) else WORK_POOL
+
+
 def serve_pipeline(profile: str = "demo", cron: str = DEFAULT_CRON, name: str | None = None, run_now: bool = False,
                    limit: int | None = 1, *, flow: Flow | None = None, api_url: str | None = None,
                    work_pool: str | None = None, timezone: str = DEFAULT_TIMEZONE,
-                   timeout_s: float | None = None) -> dict[str, Any]:
+                   timeout_s: float | None = None, concurrency_limit: int | None = DEFAULT_CONCURRENCY
+                   ) -> dict[str, Any]:
     """Register `<flow name>/<name or profile>` with a cron schedule and parameters {profile}, then serve it here
     (until stopped, or for one run with `run_now`), or leave it to the workers of `work_pool`.
 
     `flow` defaults to the pipeline; tests pass a small flow to go through the same code. `limit` caps the runs
-    this process executes at once (served route). `timeout_s` bounds the wait of `run_now` in a work pool.
-    Returns the deployment, and with `run_now` the flow run's id and final state."""
+    this process executes at once (served route). `concurrency_limit` caps the deployment's runs at once wherever
+    they run (None: no cap); a run beyond it waits for a slot. `timeout_s` bounds the wait of `run_now` in a work
+    pool. Returns the deployment, and with `run_now` the flow run's id and final state."""
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from components.profile.config import load_config
 
     load_config(profile)  # a missing or invalid profile or schedule fails now, not at the first scheduled run
+    if concurrency_limit is not None and concurrency_limit < 1:
+        raise ServeError(f"concurrency limit {concurrency_limit}: at least 1 run at a time (or none, for no limit)")
     try:
         CronSchedule(cron=cron, timezone=timezone)
     except ValueError as exc:
@@ -74,12 +102,14 @@ def serve_pipeline(profile: str = "demo", cron: str = DEFAULT_CRON, name: str | 
     os.environ["PREFECT_API_URL"] = url  # the flow-run subprocesses report to the same server
     with temporary_settings(updates={PREFECT_API_URL: url}):
         return asyncio.run(_serve(flow, profile, cron, name or profile, run_now, limit, work_pool, timezone,
-                                  timeout_s))
+                                  timeout_s, concurrency_limit))
 
 
 async def _serve(flow: Flow, profile: str, cron: str, name: str, run_now: bool, limit: int | None,
-                 work_pool: str | None, timezone: str, timeout_s: float | None) -> dict[str, Any]:
+                 work_pool: str | None, timezone: str, timeout_s: float | None,
+                 concurrency_limit: int | None) -> dict[str, Any]:
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
     from prefect.runner import Runner
     from prefect.schedules import Cron
     from prefect.types.entrypoint import EntrypointType
@@ -90,10 +120,14 @@ async def _serve(flow: Flow, profile: str, cron: str, name: str, run_now: bool, 
         name=name, schedules=[Cron(cron, timezone=timezone)], parameters={"profile": profile},
         tags=["medgym", f"profile:{profile}"], work_pool_name=work_pool,
         description=f"MedGym retraining on configs/{profile}.yaml ({cron}, {timezone})",
-        entrypoint_type=EntrypointType.MODULE_PATH)
+        entrypoint_type=EntrypointType.MODULE_PATH,
+        # ENQUEUE, not CANCEL_NEW: a run that comes due while the last one runs still happens, after it
+        concurrency_limit=None if concurrency_limit is None else ConcurrencyLimitConfig(
+            limit=concurrency_limit, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE))
     full_name = f"{flow.name}/{name}"
     result: dict[str, Any] = {"deployment": full_name, "cron": cron, "timezone": timezone,
-                              "parameters": {"profile": profile}, "work_pool": work_pool}
+                              "parameters": {"profile": profile}, "work_pool": work_pool,
+                              "concurrency_limit": concurrency_limit}
 
     if work_pool is not None:
         async with get_client() as client:
@@ -124,7 +158,8 @@ async def _serve(flow: Flow, profile: str, cron: str, name: str, run_now: bool, 
 
 
 async def ensure_work_pool(client: Any, name: str = WORK_POOL) -> None:
-    """A process work pool for `prefect worker start --pool <name>`; an existing one is left as it is."""
+    """A process work pool for `prefect worker start --pool <name>`; an existing one is left as it is. One pool per
+    kind of node (WORK_POOL, GPU_WORK_POOL): a worker polls one pool, so runs never land on the wrong kind."""
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 

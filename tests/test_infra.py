@@ -34,7 +34,8 @@ TRAINER_DOCKERFILE = ROOT / "infra" / "docker" / "trainer.Dockerfile"
 MLFLOW_DOCKERFILE = ROOT / "infra" / "docker" / "mlflow.Dockerfile"
 GUIDES = [ROOT / "infra" / "GPU.md", ROOT / "mlflow" / "README.md"]
 
-SERVICES = {"postgres", "minio", "minio-buckets", "mlflow", "prefect-server", "prefect-worker", "trainer"}
+SERVICES = {"postgres", "minio", "minio-buckets", "mlflow", "prefect-server", "prefect-worker", "prefect-worker-gpu",
+            "trainer"}
 ONE_SHOT = {"minio-buckets", "trainer"}  # they exit when done: no healthcheck
 VAR = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
 
@@ -179,7 +180,11 @@ def test_prefect_server_and_worker():
     cmd = worker["command"]
     assert cmd[:2] == ["worker", "start"] and cmd[cmd.index("--pool") + 1] == "medgym-process"
     assert cmd[cmd.index("--type") + 1] == "process"
-    for svc in ("prefect-worker", "trainer"):
+    assert cmd[cmd.index("--limit") + 1] == "1"  # one pipeline at a time per worker
+    gpu = services["prefect-worker-gpu"]["command"]  # GPU runs on a pool of their own, never the CPU worker's
+    assert gpu[:2] == ["worker", "start"] and gpu[gpu.index("--pool") + 1] == "medgym-gpu"
+    assert gpu[gpu.index("--limit") + 1] == "1" and gpu[gpu.index("--type") + 1] == "process"
+    for svc in ("prefect-worker", "prefect-worker-gpu", "trainer"):
         env = services[svc]["environment"]
         api, tracking = urlsplit(env["PREFECT_API_URL"]), urlsplit(env["MLFLOW_TRACKING_URI"])
         assert (api.hostname, api.port, api.path) == ("prefect-server", port, "/api"), svc
@@ -194,8 +199,10 @@ def test_trainer_reserves_gpus_under_the_gpu_profile():
     assert trainer["profiles"] == ["gpu"]
     devices = trainer["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
-    assert all("profiles" not in svc for name, svc in services.items() if name != "trainer")
+    assert all("profiles" not in svc for name, svc in services.items() if name not in ("trainer", "prefect-worker-gpu"))
     assert "deploy" not in services["prefect-worker"]
+    gpu_worker = services["prefect-worker-gpu"]
+    assert gpu_worker["profiles"] == ["gpu"] and gpu_worker["deploy"]["resources"]["reservations"]["devices"] == devices
 
 
 def test_compose_hard_codes_no_secret():
@@ -566,3 +573,12 @@ def test_guides_use_only_real_medgym_commands_and_flags():
                         assert arg.split("=", 1)[0] in known, f"{guide.name}: `{line}`: {arg} is not a flag of it"
                 checked += 1
     assert checked >= 10, "the guides' medgym commands were not found"
+
+
+def test_the_guides_start_gpu_workers_on_the_gpu_pool_only():
+    """A worker runs whatever its pool holds: a GPU node's worker told to poll medgym-process would share the CPU
+    profiles' pool, and a paper run could land on the CPU worker."""
+    for guide in (ROOT / "infra" / "GPU.md", ROOT / "README.md"):
+        text = guide.read_text(encoding="utf-8")
+        assert "--pool medgym-gpu" in text, guide
+        assert "worker start --pool medgym-process" not in text, guide

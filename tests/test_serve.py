@@ -1,6 +1,7 @@
 """`medgym serve` against a real Prefect server (`prefect server start` on a free loopback port, its own home):
 a served deployment runs on demand and keeps its cron schedule; the work-pool route runs through a real
-`prefect worker`; the CLI registers the pipeline itself. The runs execute a tiny flow through flows.serve's code."""
+`prefect worker`; a deployment's runs never overlap; the CLI registers the pipeline itself, in the work pool its
+profile needs. The runs execute a tiny flow through flows.serve's code."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ BIN = Path(sys.executable).parent
 STARTUP_S = 600  # a fresh server migrates its database first; on a busy 2-core machine that is slow
 
 PROBE = '''
-"""A tiny flow for the serve tests: records each run's profile and process where the test looks."""
+"""Tiny flows for the serve tests: record each run's profile and process, or its start and end, where the test looks."""
 import os
+import time
 from pathlib import Path
 
 from prefect import flow
@@ -34,6 +36,15 @@ from prefect.runtime import flow_run
 @flow(name="medgym-probe")
 def probe_flow(profile: str = "demo") -> str:
     Path(os.environ["MEDGYM_PROBE_OUT"], str(flow_run.id)).write_text(f"{profile} {os.getpid()}")
+    return profile
+
+
+@flow(name="medgym-slow-probe")
+def slow_probe_flow(profile: str = "demo") -> str:
+    """Records when it started and ended, 5 s apart: two runs at once would overlap."""
+    started = time.time()
+    time.sleep(5)
+    Path(os.environ["MEDGYM_PROBE_OUT"], str(flow_run.id)).write_text(f"{started} {time.time()}")
     return profile
 '''
 
@@ -210,6 +221,40 @@ def test_work_pool_route_runs_through_a_prefect_worker(served_env: dict, prefect
     assert dep.work_pool_name == WORK_POOL and [s.schedule.cron for s in dep.schedules] == ["0 3 * * 1"]
 
 
+def test_a_deployments_runs_never_overlap_even_on_a_worker_that_takes_two(served_env: dict, prefect_server: str,
+                                                                          probe_env: dict, tmp_path: Path) -> None:
+    """Two runs due at once on a worker with room for both: the deployment's limit of 1 (the default) makes the
+    second wait for the first to end, and the server holds that limit."""
+    import medgym_probe
+
+    from flows.serve import serve_pipeline
+
+    pool = "medgym-exclusive"
+    serve_pipeline("demo", name="exclusive", flow=medgym_probe.slow_probe_flow, work_pool=pool, api_url=prefect_server)
+    dep = _deployment(prefect_server, "medgym-slow-probe/exclusive")
+    assert dep.global_concurrency_limit is not None and dep.global_concurrency_limit.limit == 1
+    assert dep.concurrency_options is not None and dep.concurrency_options.collision_strategy.value == "ENQUEUE"
+    runs = [_api(prefect_server, lambda c: c.create_flow_run_from_deployment(dep.id)) for _ in range(2)]
+    log = tmp_path / "worker.log"
+    worker = _start([str(BIN / "prefect"), "worker", "start", "--pool", pool, "--limit", "2"], served_env, log)
+    try:
+        deadline = time.monotonic() + 500
+        for run in runs:
+            while (state := _api(prefect_server, lambda c, r=run: c.read_flow_run(r.id)).state).type.value != "COMPLETED":
+                assert not state.is_final(), f"{state}:\n{_tail(log)}"
+                assert worker.poll() is None and time.monotonic() < deadline, _tail(log)
+                time.sleep(1)
+    finally:
+        _stop(worker)
+    spans = sorted(tuple(map(float, (probe_env["out"] / str(r.id)).read_text().split())) for r in runs)
+    assert spans[0][1] <= spans[1][0], spans  # the second started after the first ended
+
+    # --concurrency-limit 0 (None here): no limit on the deployment
+    serve_pipeline("demo", name="exclusive", flow=medgym_probe.slow_probe_flow, work_pool=pool,
+                   api_url=prefect_server, concurrency_limit=None)
+    assert _deployment(prefect_server, "medgym-slow-probe/exclusive").global_concurrency_limit is None
+
+
 def test_cli_registers_the_pipeline_deployment(served_env: dict, prefect_server: str) -> None:
     from typer.testing import CliRunner
 
@@ -224,8 +269,30 @@ def test_cli_registers_the_pipeline_deployment(served_env: dict, prefect_server:
     assert dep.entrypoint == "flows.pipeline.pipeline_flow"
     assert dep.parameters == {"profile": "smoke"} and dep.work_pool_name == "medgym-process"
     assert [s.schedule.cron for s in dep.schedules] == ["30 2 * * 0"]
+    assert dep.global_concurrency_limit is not None and dep.global_concurrency_limit.limit == 1
     bad = CliRunner().invoke(app, ["serve", "--profile", "no-such-profile", "--api-url", prefect_server])
     assert bad.exit_code != 0
+
+
+def test_cli_puts_a_gpu_profile_in_the_gpu_pool_and_any_other_in_the_process_pool(served_env: dict,
+                                                                                  prefect_server: str) -> None:
+    """Without --work-pool the profile decides (the paper profile trains on 8 GPUs); --work-pool still wins."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from flows.serve import GPU_WORK_POOL, WORK_POOL
+
+    for profile, pool in (("paper", GPU_WORK_POOL), ("demo", WORK_POOL)):
+        res = CliRunner().invoke(app, ["serve", "--profile", profile, "--api-url", prefect_server])
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["work_pool"] == pool
+        assert _deployment(prefect_server, f"medgym-pipeline/{profile}").work_pool_name == pool
+        assert _api(prefect_server, lambda c, p=pool: c.read_work_pool(p)).type == "process"
+    res = CliRunner().invoke(app, ["serve", "--profile", "paper", "--work-pool", WORK_POOL, "--concurrency-limit", "2",
+                                   "--api-url", prefect_server])
+    assert res.exit_code == 0, res.output
+    dep = _deployment(prefect_server, "medgym-pipeline/paper")
+    assert dep.work_pool_name == WORK_POOL and dep.global_concurrency_limit.limit == 2
 
 
 @pytest.mark.timeout(1200)

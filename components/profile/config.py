@@ -128,6 +128,10 @@ class PipelineSettings(_Strict):
     release_engine_for_training: bool = Field(
         default=False, description="stop the run's vLLM engine before each training stage, so that training has its "
         "memory (weights, KV cache); the next collection pays a restart (about a minute on a CPU)")
+    gpu: bool | None = Field(
+        default=None, description="whether the profile's runs need a GPU node: `medgym serve` puts its deployment in "
+        "the medgym-gpu work pool, else in medgym-process; None: decided from training.distributed (several "
+        "processes or DeepSpeed: GPUs)")
     state_dir: Path = Field(default=Path(".state/pipeline"), description="each stage's key and status, per profile")
     reports_dir: Path = Field(default=Path("reports"), description="evaluation reports go to <reports_dir>/<profile>")
 
