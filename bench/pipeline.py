@@ -120,9 +120,18 @@ def server_cpu() -> Callable[[], float]:
     """The CPU seconds so far of the Prefect server this process started (prefect_api's)."""
     import psutil
 
-    servers = [p for p in psutil.Process().children() if "prefect.server.api.server:create_app" in p.cmdline()]
+    def is_server(p: psutil.Process) -> bool:  # `prefect server start` (flows/runtime.py), its workers included
+        argv = p.cmdline()
+        return any(a.endswith("prefect") for a in argv[:2]) and "server" in argv and "start" in argv
+
+    servers = [p for p in psutil.Process().children() if is_server(p)]
     assert len(servers) == 1, f"expected this process's one temporary Prefect server, found {len(servers)}"
-    return lambda: sum(servers[0].cpu_times()[:2])
+
+    def cpu() -> float:  # the server and what it started (its uvicorn process), alive now
+        procs = [servers[0], *servers[0].children(recursive=True)]
+        return sum(sum(p.cpu_times()[:2]) for p in procs if p.is_running())
+
+    return cpu
 
 
 def pipeline(path: Path, cpu: Callable[[], float]) -> tuple[float, float, float, dict]:
