@@ -315,10 +315,6 @@ def launch(job: TrainJob, processes: int = 1, deepspeed: str = "none", log_to: P
         fh.write(job.model_dump_json())
     if single:  # one rank needs no launcher, and its progress bar (with its ETA) stays on the caller's terminal
         cmd, env, log_to = [sys.executable, "-m", "components.training.worker", job_file], dict(os.environ), None
-        # glibc hands each step's large activations back to the system and faults them in again the next step;
-        # a process that ends with its stage can keep them (a 2,048-token step on this CPU: 6.4 s -> 6.0 s)
-        env.setdefault("MALLOC_MMAP_MAX_", "0")
-        env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 36))
     else:
         config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
