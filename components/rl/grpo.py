@@ -159,7 +159,7 @@ class DiagRollout:
                 "env_mask": [s.env_mask for s in samples], "logprobs": [s.logprobs for s in samples],
                 "episode_id": [s.episode.episode_id for s in samples],
                 "episode_reward": [s.episode.reward for s in samples],
-                "correct": [bool(s.episode.metadata.get("diag", {}).get("correct")) for s in samples]}
+                "correct": [bool(s.episode.diag and s.episode.diag.correct) for s in samples]}
 
 
 def episode_reward(completions: list[Any], episode_reward: list[float], correct: list[bool] | None = None,
