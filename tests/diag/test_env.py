@@ -221,7 +221,7 @@ def test_the_outcome_is_a_typed_part_of_the_episode(env, case, tmp_path):
     (tmp_path / "old.jsonl").write_text(json.dumps(old) + "\n")
     (back,) = load_episodes(tmp_path / "old.jsonl")
     assert back.diag == ep.diag and "diag" not in back.metadata and old["metadata"]["diag"]  # the row itself untouched
-    # a coding-style episode (no diag) has none; nothing else is read as one
+    # an episode ended for its context is scored too: no diagnosis, not correct
     env.reset(case)
     env.end_for_context("prompt 5000 + 512 new > 4096")
     assert env.episode.diag is not None and env.episode.diag.diagnosis is None and not env.episode.diag.correct
