@@ -36,13 +36,15 @@ class PlayResult:
 
 
 def play_jobs(policy: Policy, env_factory: Callable[[], Env], jobs: Sequence[RolloutJob], out_dir: Path | str | None = None,
-              *, workers: int = 1, max_in_flight: int = 32, shard_size: int = SHARD_SIZE, strict: bool = True,
-              on_progress: Callable[[list[Episode]], None] | None = None) -> PlayResult:
-    """Play `jobs` with `policy`, each episode on a fresh environment from `env_factory`."""
+              *, workers: int = 1, max_in_flight: int = 32, min_new_tokens: int = 16, shard_size: int = SHARD_SIZE,
+              strict: bool = True, on_progress: Callable[[list[Episode]], None] | None = None) -> PlayResult:
+    """Play `jobs` with `policy`, each episode on a fresh environment from `env_factory`. A turn whose context
+    leaves less than `min_new_tokens` of the policy's context ends its episode (context_limit)."""
     order = {job.key: i for i, job in enumerate(jobs)}
     if len(order) != len(jobs):
         raise ValueError("jobs repeat a (task, sample) pair")
-    scheduler = RolloutScheduler(policy, env_factory, workers=workers, max_in_flight=max_in_flight)
+    scheduler = RolloutScheduler(policy, env_factory, workers=workers, max_in_flight=max_in_flight,
+                                 min_new_tokens=min_new_tokens)
     if out_dir is None:
         kept: list[Episode] = []
 
