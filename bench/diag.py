@@ -8,8 +8,8 @@
 2. The LM world model: the same simulation requests batched (`simulate_many`) against one request at a time,
    results per second; and environment steps per second with the LM world model against the statistical one.
 3. GRPO (components.rl.grpo): agent tokens per second of whole optimizer steps (multi-turn rollout, scoring,
-   loss and backward on LoRA) against the same rollout alone (components.rl.multiturn.play_batch with the same
-   settings and model): what training adds to generating.
+   loss and backward on LoRA) against the same rollout alone (components.rl.multiturn.play_samples, the rollout
+   engine with the hf policy, with the same settings and model): what training adds to generating.
 """
 
 from __future__ import annotations
@@ -103,13 +103,13 @@ def main() -> None:
 
 
 def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int) -> None:
-    import torch
     from transformers import AutoModelForCausalLM
 
-    from components.diag.env import DiagEnv, DiagEnvConfig
+    from components.diag.env import DiagEnvConfig
+    from components.policies.hf import HFConfig, HFPolicy
     from components.policies.tokens import ChatTokens
     from components.rl.grpo import GRPOSettings, load_grpo_episodes, train_grpo
-    from components.rl.multiturn import hf_sampler, play_batch
+    from components.rl.multiturn import play_samples
     from components.training.config import LoraSettings
     from components.training.models import load_tokenizer
 
@@ -119,17 +119,19 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int) -> None:
     lm = AutoModelForCausalLM.from_pretrained(str(model_dir))
     lm.eval()
     sampling = settings.turn_sampling()
-    pad = chat.tokenizer.pad_token_id
-    sample = hf_sampler(lm, sampling, chat.eos_id, chat.eos_id if pad is None else pad)
     cases = [c for c in train[: settings.prompts_per_step] for _ in range(settings.num_generations)]
     config = DiagEnvConfig(max_turns=settings.max_turns)
-    torch.manual_seed(0)
-    t_play, samples = timed(lambda: [play_batch([DiagEnv(world, config) for _ in cases], cases, range(len(cases)),
-                                                chat, sample, sampling) for _ in range(n_steps)])
+
+    def rollout(step: int) -> list:  # what GRPO's rollout_func plays per step, with a policy of its own per call
+        policy = HFPolicy(HFConfig(max_context=sampling.max_context, max_batch=len(cases), kv_cache_episodes=len(cases),
+                                   logprobs="sampling"), model=lm, tokenizer=chat.tokenizer)
+        return play_samples(policy, world, cases, [step * len(cases) + i for i in range(len(cases))], chat, sampling,
+                            env_config=config)
+
+    t_play, samples = timed(lambda: [rollout(step) for step in range(n_steps)])
     played = sum(sum(s.env_mask) for batch in samples for s in batch)
     base = played / t_play
     row(f"rollout alone, {n_steps} x {len(cases)} episodes (baseline)", base, "agent tok/s", None)
-    del lm
     run = train_grpo(train[: settings.prompts_per_step * n_steps], world, str(model_dir), tmp / "grpo", settings,
                      config)
     trained = sum(e.completion_tokens or 0 for e in load_grpo_episodes(run.out_dir))

@@ -151,7 +151,7 @@ def eval_stage(cfg: PipelineConfig, cases: Path, out_dir: Path, agents: Sequence
     report, episodes = evaluate_agents(make_baselines(list(agents), train, fitted, seed=seed), held, env_world,
                                        DiagEnvConfig(world_seed=seed), samples=samples,
                                        single_turn_cases=single_turn_cases, seed=seed, cases_file=str(cases),
-                                       split=split)
+                                       split=split, out_dir=out_dir)
     paths = write_evaluation(report, episodes, out_dir)
     track_stage(cfg, f"diag-eval-{split}", "diag.eval",
            {"cases": str(cases), "out_dir": str(out_dir), "agents": ",".join(agents), "split": split, "world": world,

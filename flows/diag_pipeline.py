@@ -22,19 +22,20 @@ from prefect import flow
 
 from components.common.io import atomic_write
 from components.common.paths import PROJECT_ROOT
-from components.diag.evaluate import DiagReport, build_report, run_agent, single_turn, write_evaluation
+from components.diag.evaluate import DiagReport, agent_episodes_dir, build_report, run_agent, single_turn, write_evaluation
 from components.diag.fidelity import evaluate_fidelity, load_card, write_card
 from components.diag.metrics import CaseOutcome, outcome_of
 from components.diag.plots import write_plots
 from components.diag.record import SPLITS, Case, load_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
-from components.envs.episode import Episode, load_episodes
+from components.envs.episode import Episode
 from components.pipeline.dvc import dvc_file, metrics_path
 from components.pipeline.kinds.diag import diag_paths
 from components.pipeline.provenance import dvc_versions
 from components.profile.config import PipelineConfig
 from components.profile.diag import DiagSettings
 from components.registry import Evaluation, as_conditions, case_hashes, register
+from components.rollout.store import load_episodes_dir
 from components.tracking.tracker import flatten, mlflow_key
 from components.tracking.training import MlflowStepLogger, training_run
 from components.training.trainers import MERGED
@@ -201,8 +202,9 @@ def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
     return {**figures, "world": digest}
 
 
-def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldModel,
+def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldModel, out: Path,
                  names: tuple[str, ...] = ("untrained", "cold_start", "grpo")) -> dict[str, list[Episode]]:
+    """Each model's episodes, played into its EpisodeStore folder under `out` (a killed evaluation resumes)."""
     from components.rl.multiturn import TurnSampling
     from components.rl.play import play_model
 
@@ -214,7 +216,8 @@ def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldM
     sampling = TurnSampling(temperature=e.temperature, max_new_tokens=e.max_new_tokens,
                             max_context=d.grpo.settings.max_context)
     return {name: play_model(model, held, world, d.env, sampling, samples=e.samples, batch=e.batch, seed=e.seed,
-                             dtype=d.dtype, name=name, progress=lambda m: say(f"[evaluate] {m}"))
+                             dtype=d.dtype, name=name, out_dir=agent_episodes_dir(out, name),
+                             progress=lambda m: say(f"[evaluate] {m}"))
             for name, model in models}
 
 
@@ -245,17 +248,18 @@ def evaluate_flow(config: PipelineConfig) -> dict[str, Any]:
     valid, test = splits["valid"][:e.cases], splits["test"][:e.cases]
     world, digest = _world(config)
     baselines = make_baselines(e.baselines, splits["train"], world, seed=e.seed)
-    episodes = {a.name: run_agent(a, valid, world, d.env, e.samples) for a in baselines}
-    episodes |= _play_models(config, valid, world)
+    out = PROJECT_ROOT / paths["evaluate"]
+    episodes = {a.name: run_agent(a, valid, world, d.env, e.samples, out_dir=agent_episodes_dir(out, a.name))
+                for a in baselines}
+    episodes |= _play_models(config, valid, world, out)
     singles = [single_turn(a, valid[:e.single_turn_cases], config=d.env, seed=e.seed) for a in baselines] \
         if e.single_turn_cases else []
     report = build_report(episodes, len(valid), world, d.env, samples=e.samples, singles=singles, seed=e.seed,
                           comparisons=[(a, b) for a, b in COMPARISONS if a in episodes and b in episodes],
                           cases_file=_shown(cases_path), split="valid")
-    out = PROJECT_ROOT / paths["evaluate"]
     files = write_evaluation(report, episodes, out)
     figures = write_plots(report, out)
-    tested = _play_models(config, test, world, REGISTERED)
+    tested = _play_models(config, test, world, out / TEST, REGISTERED)
     test_report = build_report(tested, len(test), world, d.env, samples=e.samples, seed=e.seed,
                                comparisons=[REGISTERED], cases_file=_shown(cases_path), split="test")
     test_files = write_evaluation(test_report, tested, out / TEST)
@@ -318,18 +322,18 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
     hashes = case_hashes(splits["test"])
     _, world_digest = _world(config)
     tested = PROJECT_ROOT / paths["evaluate"] / TEST
-    played = tested / "episodes"
-    grpo, cold = load_episodes(played / "grpo.jsonl"), load_episodes(played / "cold_start.jsonl")
+    played = {name: agent_episodes_dir(tested, name) for name in REGISTERED}
+    grpo, cold = (load_episodes_dir(played[name], strict=True).episodes for name in REGISTERED)
     report = json.loads((tested / "report.json").read_text(encoding="utf-8"))
     summary = next(a for a in report["agents"] if a["agent"] == "grpo")
     conditions = _played_under(d, world_digest)
     candidate = _evaluation(case_scores(grpo, d.register_on), hashes, conditions, d.register_on,
-                            str(played / "grpo.jsonl"),
+                            str(played["grpo"]),
                             {m: summary["metrics"][m]["value"] for m in ("accuracy", "f1_mean", "avg_turns")})
     agent = register(config.registry.model_copy(update={"name": d.agent_registry}), config.tracking, candidate,
                      model_dir=PROJECT_ROOT / paths["grpo"] / MERGED,
                      baseline=_evaluation(case_scores(cold, d.register_on), hashes, conditions, d.register_on,
-                                          str(played / "cold_start.jsonl")),
+                                          str(played["cold_start"])),
                      data_versions=versions, project_root=PROJECT_ROOT)
     say(f"[register] {agent.name} v{agent.version} -> {agent.alias}: {agent.reason}")
     out: dict[str, Any] = {"alias": agent.alias, "version": agent.version, "promoted": agent.promoted,

@@ -36,6 +36,8 @@ DIAG: dict[str, int] = {
     "importer": 1, "world": 1,
     # the environment and what it parses and grades; the case validation bounds constant diagnoses with the grader
     "actions": 2, "grading": 2, "metrics": 2, "env": 2, "validation": 2,
+    # the oracle as a scripted policy (it reads the case, as the coding teacher reads its task)
+    "oracle": 3,
     # agents played, evaluated and trained: the LM world model trains through components/training
     "evaluate": 4, "baselines": 4, "plots": 4, "lm_world": 4, "fidelity": 4,
 }

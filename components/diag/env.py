@@ -1,7 +1,7 @@
 """The diagnostic environment: an agent works up one patient case, exam by exam, and gives one final diagnosis.
 
-Shape as the coding environment's (components.envs.coding_env), so the rollout scheduler can drive either:
-`reset(case, sample_index) -> observation`, `step(text or action) -> result(observation, reward, done, info)`,
+It implements the one environment protocol (components.envs.protocol.Env), as the coding environment does, so the
+rollout engine plays either: `reset(case, sample_index) -> Observation`, `step(text or action) -> StepResult`,
 `episode`, `end_for_context(reason)`, `close()`. The first observation is DiagGym's initial inquiry: the case's
 profile and the action format. Ordering exams (names matched to the catalogue through names and synonyms; an
 unknown name is answered with the closest catalogue names and orders nothing) returns each result from the world
@@ -12,11 +12,12 @@ The episode is the platform's `Episode`. Its fields keep their meaning: the diag
 (`submitted`, `submitted_answer`, `check` with the grader-only reason naming the truth, outcome correct /
 wrong_answer / no_answer / stuck_loop / context_limit), parse failures are `parse_error` turns. `Turn.action` holds
 only the coding actions, so an exam order is a turn with `action=None` and the order in `turn.metadata`
-("action", "ordered", "unknown"). `episode.metadata["diag"]` holds the score: correct, the exams ordered (credit
-names), their precision/recall/F1 against the key exams, turns, well-formedness, the reward's parts and the world
-model's name. The true diagnosis and the key exams are never shown to the agent and are kept only in
-`check.grader_reason`. An action passed as an object (not model text) is recorded with its JSON as `raw_text`
-(`turn.metadata["rendered_action"]`), so that `messages()` shows it.
+("action", "ordered", "unknown"). `episode.diag` (envs.episode.DiagOutcome) holds the score: the diagnosis given,
+correct, the exams ordered (credit names), their precision/recall/F1 against the key exams, turns, well-formedness
+and the reward's parts; `episode.metadata["world_model"]` names the world model. The true diagnosis and the key
+exams are never shown to the agent and are kept only in `check.grader_reason`. An action passed as an object (not
+model text) is recorded with its JSON as `raw_text` (`turn.metadata["rendered_action"]`), so that `messages()` shows
+it.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from components.diag.metrics import exam_scores
 from components.diag.record import Case
 from components.diag.world import PriorExam, WorldModel, exam_block
 from components.envs.actions import ParseError, SubmitAnswer
-from components.envs.episode import Check, Episode, Turn, classify_outcome, episode_id
+from components.envs.episode import Check, DiagOutcome, Episode, Turn, classify_outcome, episode_id
 from components.envs.feedback import ErrorInfo
+from components.envs.protocol import Observation, StepResult
 
 DIAG_SYSTEM_PROMPT = (
     "You are a diagnostic assistant working up a patient who has come to hospital. From the presentation, order the "
@@ -61,19 +63,6 @@ class DiagEnvConfig(BaseModel):
     world_seed: int = Field(default=0, description="seeds the world model's draws")
     vary_world_by_sample: bool = Field(default=True, description="each sample of a case sees its own draws")
     suggestions: int = Field(default=3, ge=0, description="closest catalogue names offered for an unknown exam")
-
-
-class DiagObservation(BaseModel):
-    text: str
-    turn: int  # actions taken so far
-    turns_left: int
-
-
-class DiagStepResult(BaseModel):
-    observation: DiagObservation
-    reward: float
-    done: bool
-    info: dict[str, Any] = Field(default_factory=dict)
 
 
 class DiagEnv:
@@ -101,7 +90,7 @@ class DiagEnv:
         """The exams done so far and their results, oldest first."""
         return list(self._history)
 
-    def reset(self, case: Case, sample_index: int = 0) -> DiagObservation:
+    def reset(self, case: Case, sample_index: int = 0) -> Observation:
         self._case, self._history, self._ordered = case, [], []
         self._started = time.monotonic()
         first = self._first_observation(case)
@@ -111,9 +100,9 @@ class DiagEnv:
             domain="diagnosis", system_prompt=DIAG_SYSTEM_PROMPT, first_observation=first,
             env_config=self.config.model_dump(mode="json"),
             metadata={"world_model": getattr(self.world, "name", type(self.world).__name__)})
-        return DiagObservation(text=first, turn=0, turns_left=self.config.max_turns)
+        return Observation(text=first, turn=0, turns_left=self.config.max_turns)
 
-    def step(self, action: OrderExams | Diagnose | ParseError | str) -> DiagStepResult:
+    def step(self, action: OrderExams | Diagnose | ParseError | str) -> StepResult:
         """Take one action; a string is parsed as model output (and kept as the turn's raw text)."""
         ep = self.episode
         if ep.done:
@@ -162,8 +151,8 @@ class DiagEnv:
         info: dict[str, Any] = {"turn": turn.index, "error_kind": turn.error_kind, "loop_detected": ep.loop_detected}
         if done:
             info.update(outcome=ep.outcome.value, correct=bool(ep.check and ep.check.correct))
-        obs = DiagObservation(text=turn.observation, turn=len(ep.turns), turns_left=max(left, 0))
-        return DiagStepResult(observation=obs, reward=ep.reward if done else 0.0, done=done, info=info)
+        obs = Observation(text=turn.observation, turn=len(ep.turns), turns_left=max(left, 0))
+        return StepResult(observation=obs, reward=ep.reward if done else 0.0, done=done, info=info)
 
     def end_for_context(self, reason: str) -> None:
         """End the episode before a model call that would not fit the model's context (outcome context_limit)."""
@@ -236,8 +225,9 @@ class DiagEnv:
         ep.reward = parts.total
         ep.outcome = classify_outcome(ep.submitted, ep.check, ep.loop_detected, context_limit)
         ep.duration_s = time.monotonic() - self._started
-        ep.metadata["diag"] = {"correct": correct, "exams_ordered": ordered, "exams": scores.model_dump(),
-                               "turns": len(ep.turns), "well_formed": well_formed, "reward": parts.model_dump()}
+        ep.diag = DiagOutcome(diagnosis=ep.submitted_answer if ep.submitted else None, correct=correct,
+                              exams_ordered=ordered, exams=scores, turns=len(ep.turns), well_formed=well_formed,
+                              reward=parts)
         if ep.check is not None:  # grader only: the truth, beside the verdict's reason
             ep.check.grader_reason += f"; key exams: {', '.join(key)}"
 

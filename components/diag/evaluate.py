@@ -4,10 +4,13 @@ recorded cases.
 An agent (`DiagAgent`) is one method, `act(view) -> reply text`: the view holds the observations the environment
 has shown in this episode (the first is the presentation) and the agent's own earlier replies, nothing else; the
 reply is parsed by the environment exactly as a model's text is. The baselines (components.diag.baselines)
-implement it directly; `PolicyAgent` adapts a platform `Policy` (components.policies.protocol).
+implement it directly; `PolicyAgent` adapts a platform `Policy` (components.policies.protocol) for single turn.
 
-End to end (`run_agent`, `summarize_agent`): each held-out case is played `samples` times (sample i sees the
-environment's draws for sample i, and the agent's seed is the episode key), and the Episodes give average turns,
+End to end (`run_agent`, `summarize_agent`): the rollout engine (components.rollout.play) plays the agent, as a
+Policy (`AgentPolicy`; a platform Policy plays as itself, on exact-token contexts), and with `out_dir` its episodes
+land in an EpisodeStore there (validated shards; a rerun plays only what is missing). Each held-out case is played
+`samples` times (sample i sees the environment's draws for sample i, and the agent's seed is the episode key), and
+the Episodes give average turns,
 exam precision, recall, F1 (`f1_mean` and `f1_of_means`, components.diag.metrics) and diagnosis accuracy, each with
 a 95% percentile bootstrap interval over cases (a case's samples stay together). `compare` gives a minus b on the
 cases and samples both played: `paired_difference` for the per-case metrics in [0, 1], a case bootstrap of the
@@ -45,10 +48,13 @@ from components.diag.grading import grade_diagnosis
 from components.diag.metrics import CaseOutcome, DiagSummary, outcome_of, summarize
 from components.diag.record import Case
 from components.diag.world import RecordedWorldModel, WorldModel
-from components.envs.episode import Episode, Sampling, save_episodes
+from components.envs.episode import Episode, Sampling
 from components.evaluation.metrics import Estimate, bootstrap_interval, paired_difference, wilson_interval
-from components.policies.protocol import GenerationRequest, Policy
+from components.policies.protocol import Generation, GenerationRequest, Policy
 from components.policies.tokens import ChatTokens
+from components.rollout.jobs import SamplingPlan, plan_jobs
+from components.rollout.play import play_jobs
+from components.rollout.store import EpisodeStore
 
 METRICS = ("accuracy", "avg_turns", "precision", "recall", "f1_mean", "f1_of_means")
 PER_CASE = {"accuracy": lambda o: float(o.correct), "precision": lambda o: o.exams.precision,
@@ -113,27 +119,56 @@ class PolicyAgent:
 # ------------------------------------------------------------------------------------------------ end to end
 
 
-def play(env: DiagEnv, agent: DiagAgent, case: Case, sample_index: int = 0) -> Episode:
-    """One episode: the agent sees only the observations and its replies until the environment ends it."""
-    obs = [env.reset(case, sample_index).text]
-    replies: list[str] = []
-    key = env.episode.episode_id
-    try:
-        while not env.episode.done:
-            reply = agent.act(DiagView(key=key, observations=tuple(obs), replies=tuple(replies)))
-            replies.append(reply)
-            obs.append(env.step(reply).observation.text)
-    finally:
-        release = getattr(agent, "release", None)
+@dataclass
+class AgentPolicy:
+    """A DiagAgent as a platform Policy, so that the rollout engine plays it: each request's chat is read back into
+    the agent's view (the observations are the user turns, its replies the assistant turns; the system prompt, which
+    every agent knows, is left out)."""
+
+    agent: DiagAgent
+    backend: str = "agent"
+    uses_tokens: bool = False
+    max_context: int | None = None
+
+    @property
+    def model_id(self) -> str:
+        return self.agent.name
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Generation]:
+        return [Generation(text=self.agent.act(view_of(r))) for r in requests]
+
+    def release(self, key: str) -> None:
+        release = getattr(self.agent, "release", None)
         if release is not None:
             release(key)
-    return env.episode
+
+    def close(self) -> None:
+        """The agent belongs to the caller."""
 
 
-def run_agent(agent: DiagAgent, cases: Sequence[Case], world: WorldModel, config: DiagEnvConfig | None = None,
-              samples: int = 1, catalogue: Catalogue | None = None) -> list[Episode]:
-    env = DiagEnv(world, config, catalogue)
-    return [play(env, agent, case, s) for case in cases for s in range(samples)]
+def view_of(request: GenerationRequest) -> DiagView:
+    chat = [m for m in request.messages if m["role"] != "system"]
+    return DiagView(key=request.key, observations=tuple(m["content"] for m in chat if m["role"] == "user"),
+                    replies=tuple(m["content"] for m in chat if m["role"] == "assistant"))
+
+
+def run_agent(agent: DiagAgent | Policy, cases: Sequence[Case], world: WorldModel, config: DiagEnvConfig | None = None,
+              samples: int = 1, catalogue: Catalogue | None = None, *, out_dir: Path | str | None = None,
+              sampling: Sampling | None = None, seed: int = 0, max_in_flight: int = 32) -> list[Episode]:
+    """`samples` episodes of each case, in (case, sample) order, played by the rollout engine. A platform Policy
+    samples with `sampling` (sample i of a case seeded from `seed`, the case and i); with `out_dir` the episodes
+    are stored there and a rerun resumes."""
+    policy = agent if isinstance(agent, Policy) else AgentPolicy(agent)
+    s = sampling or Sampling()
+    plan = SamplingPlan(k=samples, first_temperature=s.temperature, temperature=s.temperature, top_p=s.top_p,
+                        max_new_tokens=s.max_new_tokens, seed=seed)
+    return play_jobs(policy, lambda: DiagEnv(world, config, catalogue), plan_jobs(cases, plan), out_dir,
+                     max_in_flight=max_in_flight).episodes
+
+
+def agent_episodes_dir(out_dir: Path | str, agent: str) -> Path:
+    """Where an evaluation keeps an agent's episodes: an EpisodeStore folder (a model id may hold a "/")."""
+    return Path(out_dir) / "episodes" / re.sub(r"[^A-Za-z0-9_.-]", "_", agent)
 
 
 class Interval(BaseModel):
@@ -334,10 +369,11 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 def evaluate_agents(agents: Sequence[DiagAgent], cases: Sequence[Case], world: WorldModel,
                     config: DiagEnvConfig | None = None, *, samples: int = 1, single_turn_cases: int | None = None,
                     n_boot: int = 2000, seed: int = 0, catalogue: Catalogue | None = None,
-                    cases_file: str | None = None, split: str = "test",
+                    cases_file: str | None = None, split: str = "test", out_dir: Path | str | None = None,
                     progress: Callable[[str], None] | None = None) -> tuple[DiagReport, dict[str, list[Episode]]]:
     """Every agent end to end on the same cases and draws, each later agent compared with the first, and single
-    turn on the first `single_turn_cases` cases (all when None, none when 0)."""
+    turn on the first `single_turn_cases` cases (all when None, none when 0). With `out_dir` each agent's episodes
+    are stored under it as they finish (`agent_episodes_dir`), and a rerun resumes."""
     if not agents or len({a.name for a in agents}) != len(agents):
         raise ValueError("evaluate_agents needs one or more agents with distinct names")
     cfg = config or DiagEnvConfig()
@@ -345,7 +381,8 @@ def evaluate_agents(agents: Sequence[DiagAgent], cases: Sequence[Case], world: W
     for agent in agents:
         if progress:
             progress(f"{agent.name}: {len(cases)} cases x {samples}")
-        episodes[agent.name] = run_agent(agent, cases, world, cfg, samples, catalogue)
+        store = agent_episodes_dir(out_dir, agent.name) if out_dir is not None else None
+        episodes[agent.name] = run_agent(agent, cases, world, cfg, samples, catalogue, out_dir=store)
     st_cases = list(cases if single_turn_cases is None else cases[:single_turn_cases])
     singles = [single_turn(a, st_cases, catalogue, cfg, n_boot, seed) for a in agents] if st_cases else []
     report = build_report(episodes, len(cases), world, cfg, samples=samples, singles=singles, n_boot=n_boot,
@@ -370,11 +407,14 @@ def build_report(episodes: Mapping[str, Sequence[Episode]], cases: int, world: W
 
 
 def write_evaluation(report: DiagReport, episodes: Mapping[str, list[Episode]], out_dir: Path | str) -> list[Path]:
-    """report.json, report.md and episodes/<agent>.jsonl under `out_dir`, each written atomically."""
+    """report.json and report.md under `out_dir`, each written atomically, and each agent's episodes in its
+    EpisodeStore folder there (`agent_episodes_dir`; those already played into it are not written again)."""
     out = Path(out_dir)
     paths = list(report.write(out))
     for name, eps in episodes.items():
-        path = out / "episodes" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"  # a model id may hold a "/"
-        save_episodes(path, eps)
-        paths.append(path)
+        folder = agent_episodes_dir(out, name)
+        with EpisodeStore(folder) as store:
+            done = store.done_keys()
+            store.commit([e for e in eps if (e.task_id, e.sample_index) not in done])
+        paths.append(folder)
     return paths

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from components.diag.actions import clean_text
 from components.diag.catalogue import Catalogue, normalize, normalize_code, strip_hedges
 from components.diag.record import Case
+from components.envs.episode import RewardParts
 
 _PREFIX = re.compile(r"^(?:final\s+)?diagnosis\s*:\s*", re.IGNORECASE)
 _CODE = r"[A-Za-z][0-9][0-9A-Za-z](?:\.[0-9A-Za-z]{1,4}|[0-9A-Za-z]{1,4})?"
@@ -47,13 +48,6 @@ class DiagnosisVerdict(BaseModel):
     well_formed: bool
     matched: str | None  # what the answer named: a catalogue code, or "case" for the case's own text
     reason: str  # GRADER ONLY: names the true diagnosis
-
-
-class RewardParts(BaseModel):
-    accuracy: float
-    exam_f1: float
-    turn_penalty: float  # 0 unless the diagnosis is right
-    total: float
 
 
 def clean_diagnosis(answer: str) -> str:

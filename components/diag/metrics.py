@@ -13,16 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
-from components.envs.episode import Episode
-
-
-class ExamScore(BaseModel):
-    precision: float
-    recall: float
-    f1: float
-    ordered: int  # distinct exams ordered
-    key: int  # distinct key exams
-    hits: int
+from components.envs.episode import Episode, ExamScore
 
 
 class CaseOutcome(BaseModel):
@@ -69,13 +60,12 @@ def summarize(outcomes: Sequence[CaseOutcome]) -> DiagSummary:
 
 
 def outcome_of(episode: Episode) -> CaseOutcome:
-    """A finished diagnostic episode's outcome, from what the environment recorded in `metadata["diag"]`."""
-    diag = episode.metadata.get("diag")
-    if diag is None:
-        raise ValueError(f"episode {episode.episode_id} has no diagnostic record (metadata['diag']): not a finished "
+    """A finished diagnostic episode's outcome, from what the environment recorded in `Episode.diag`."""
+    if episode.diag is None:
+        raise ValueError(f"episode {episode.episode_id} has no diagnostic outcome (Episode.diag): not a finished "
                          "diagnostic episode")
     return CaseOutcome(case_id=episode.task_id, correct=bool(episode.check and episode.check.correct),
-                       turns=len(episode.turns), exams=ExamScore.model_validate(diag["exams"]))
+                       turns=len(episode.turns), exams=episode.diag.exams)
 
 
 def summarize_episodes(episodes: Iterable[Episode]) -> DiagSummary:

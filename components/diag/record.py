@@ -67,6 +67,11 @@ class Case(BaseModel):
         return list(dict.fromkeys(v))
 
     @property
+    def task_id(self) -> str:
+        """The case as the rollout engine names what it plays (components.rollout.jobs.Playable)."""
+        return self.case_id
+
+    @property
     def disease_key(self) -> str:
         """What the world models condition on: the ICD-10 code, else the normalized diagnosis text."""
         return self.icd10 or "dx:" + normalize(self.diagnosis)

@@ -1,8 +1,9 @@
 """The interactive coding environment: an agent explores a task's data in a sandbox and submits one answer.
 
-Shape after SkyRL gym: `reset(task) -> Observation`, `step(action) -> StepResult(observation, reward, done,
-info)`, `close()`. Only the submitted answer is scored (printing the right number earns nothing); the reward
-is 1.0 when the checker accepts the submission and 0.0 otherwise. The whole attempt is kept as an Episode.
+It implements the one environment protocol (components.envs.protocol.Env): `reset(task) -> Observation`,
+`step(action) -> StepResult(observation, reward, done, info)`, `close()`. Only the submitted answer is scored
+(printing the right number earns nothing); the reward is 1.0 when the checker accepts the submission and 0.0
+otherwise. The whole attempt is kept as an Episode.
 
 Whatever the agent's code prints is data: it is shown to the agent (clipped) and read only for advisory facts
 in a fixed, bounded shape, so no output, forged runner lines included, changes what step() does or makes it
@@ -32,6 +33,7 @@ from components.envs.actions import (
 from components.envs.episode import Check, Episode, Turn, classify_outcome, episode_id
 from components.envs.feedback import ErrorContext, ErrorInfo
 from components.envs.prompt import SYSTEM_PROMPT
+from components.envs.protocol import Observation, StepResult
 from components.sandbox.protocol import ExecResult, Limits, Sandbox
 from components.tasks.checkers import check_answer, is_missing
 from components.tasks.record import AnswerType, Task
@@ -60,20 +62,6 @@ class EnvConfig(BaseModel):
     inspect_max_values: int = Field(
         default=50, ge=1, description="distinct values / near matches listed by inspect_data"
     )
-
-
-class Observation(BaseModel):
-    text: str
-    turn: int  # actions taken so far
-    turns_left: int
-    files: list[str]
-
-
-class StepResult(BaseModel):
-    observation: Observation
-    reward: float
-    done: bool
-    info: dict[str, Any] = Field(default_factory=dict)
 
 
 def make_sandbox_factory(

@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from components.common.io import RecordError, iter_jsonl, write_jsonl
 from components.envs.actions import InspectData, RunCode, SubmitAnswer
@@ -37,7 +37,8 @@ from components.sandbox.result import ExecResult
 
 # 2: Check.reason became Check.grader_reason (grader-only: it holds the truth)
 # 3: who played (policy), the system prompt, token counts, model vs environment time, context_limit, checksum
-SCHEMA_VERSION = 3
+# 4: DiagGym's outcome is the typed field `diag` (it was the untyped metadata["diag"])
+SCHEMA_VERSION = 4
 
 
 class Outcome(StrEnum):
@@ -57,6 +58,42 @@ class Check(BaseModel):
     # GRADER ONLY: the checker's explanation, which names the true answer. Never put it in an observation,
     # a prompt, training data or a verifier's input. Version-1 records called it `reason`.
     grader_reason: str = Field(validation_alias=AliasChoices("grader_reason", "reason"))
+
+
+class ExamScore(BaseModel):
+    """The exams a diagnostic agent ordered against the case's key exams, both under credit names
+    (components.diag.metrics.exam_scores computes it)."""
+
+    precision: float
+    recall: float
+    f1: float
+    ordered: int  # distinct exams ordered
+    key: int  # distinct key exams
+    hits: int
+
+
+class RewardParts(BaseModel):
+    """DiagGym's reward and its parts (components.diag.grading.reward)."""
+
+    accuracy: float
+    exam_f1: float
+    turn_penalty: float  # 0 unless the diagnosis is right
+    total: float
+
+
+class DiagOutcome(BaseModel):
+    """What a finished DiagGym episode scored. The true diagnosis and the key exams are not here: they are
+    grader-only, in `Check.grader_reason`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    diagnosis: str | None = None  # the final diagnosis given (None: the case closed without one)
+    correct: bool
+    exams_ordered: list[str]  # credit names, in order of first order
+    exams: ExamScore
+    turns: int
+    well_formed: bool  # a right answer, or one that is not a list and not overlong: read, never paid
+    reward: RewardParts
 
 
 class Sampling(BaseModel):
@@ -139,9 +176,21 @@ class Episode(BaseModel):
     completion_tokens: int = 0  # tokens the model produced over all turns
     model_time_s: float = 0.0  # time waiting for the model (a batch's time is shared by its members)
     env_time_s: float = 0.0  # time in the environment: sandbox starts and runs, checking
+    diag: DiagOutcome | None = None  # DiagGym episodes, once finished (components.diag.env); None for coding ones
     metadata: dict[str, Any] = Field(default_factory=dict)
     # sha256 of the record without this field, set when a rollout shard is written: an edited line fails it
     checksum: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _diag_from_metadata(cls, data: Any) -> Any:
+        """Records written before schema 4 kept DiagGym's outcome in metadata["diag"]: read it as the typed field
+        (on a copy: a shard's checksum is computed from the row as stored)."""
+        if isinstance(data, dict) and data.get("diag") is None and isinstance(data.get("metadata"), dict) \
+                and "diag" in data["metadata"]:
+            metadata = dict(data["metadata"])
+            data = {**data, "diag": metadata.pop("diag"), "metadata": metadata}
+        return data
 
     @property
     def done(self) -> bool:

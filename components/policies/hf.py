@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,9 @@ class HFConfig(BaseModel):
     threads: int | None = Field(default=None, description="torch intra-op threads (None: torch's default)")
     kv_cache_episodes: int = Field(default=64, ge=0, description="episodes whose keys/values are kept between "
                                    "turns, so a turn computes only its new tokens (0: recompute every prompt)")
+    logprobs: Literal["model", "sampling"] = Field(
+        default="model", description="model: under the model's own distribution; sampling: under softmax(logits / "
+        "temperature), the distribution the token was drawn from, which a GRPO trainer scores (greedy rows: the model's)")
 
 
 class HFPolicy:
@@ -37,22 +40,30 @@ class HFPolicy:
     uses_tokens = True
     gather_s = 0.05  # the scheduler waits this long for more episodes to join a batch
 
-    def __init__(self, config: HFConfig | None = None):
+    def __init__(self, config: HFConfig | None = None, *, model: Any = None, tokenizer: Any = None):
+        """Load `config.model`; or, given `model` and `tokenizer`, generate with that model as it is (a trainer's
+        live model: its device, dtype and mode stay the caller's, and `config.model` only names it)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.config = config or HFConfig()
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
-        path: Path = resolve_model(self.config.model)
         self.model_id = self.config.model
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        from components.policies import attention
+        if model is not None:
+            if tokenizer is None:
+                raise ValueError("an hf policy over a given model needs its tokenizer")
+            self.model, self.tokenizer = model, tokenizer
+            self.config = self.config.model_copy(update={"device": str(next(model.parameters()).device)})
+        else:
+            path: Path = resolve_model(self.config.model)
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            from components.policies import attention
 
-        # grouped-query decoding without copying the cache per query head (see components.policies.attention)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.config.dtype),
-                                                          attn_implementation=attention.register())
-        self.model.to(self.config.device).eval()
+            # grouped-query decoding without copying the cache per query head (see components.policies.attention)
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.config.dtype),
+                                                              attn_implementation=attention.register())
+            self.model.to(self.config.device).eval()
         window = getattr(self.model.config, "max_position_embeddings", None) or self.config.max_context
         self.max_context = min(self.config.max_context, window)
         self.eos_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token)
@@ -101,6 +112,10 @@ class HFPolicy:
             mask[i, width_c + width_s - len(new):] = 1
             pos[i, width_s - len(new):] = torch.arange(c, len(p))
         budgets = [min(r.sampling.max_new_tokens, self.max_context - len(p)) for r, p in zip(requests, prompts, strict=True)]
+        # the temperature each row's log-probs are taken at: 1 (the model's distribution) unless asked for the
+        # sampling distribution, where a sampled row's is its own
+        scale = torch.tensor([r.sampling.temperature if self.config.logprobs == "sampling" and r.sampling.temperature > 0
+                              else 1.0 for r in requests], device=dev).view(n, 1)
         past = self._batch_cache(cached, width_c, width_s + max(budgets))
         gens = [_row_generator(r) for r in requests]
         new_ids: list[list[int]] = [[] for _ in range(n)]
@@ -115,7 +130,7 @@ class HFPolicy:
                                  past_key_values=past, use_cache=True, logits_to_keep=1)
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
-                logprobs = torch.log_softmax(logits, dim=-1)
+                logprobs = torch.log_softmax(logits / scale, dim=-1)
                 chosen = torch.full((len(rows),), self.pad_id, dtype=torch.long)
                 for b, i in enumerate(rows):
                     tok = _pick(logits[b], requests[i].sampling.temperature, requests[i].sampling.top_p, gens[i])
@@ -137,7 +152,7 @@ class HFPolicy:
                     for layer in past.layers:
                         layer.select_rows(index)
                     rows, chosen = [rows[b] for b in keep], chosen[keep]
-                    mask, next_pos = mask[index], next_pos[index]
+                    mask, next_pos, scale = mask[index], next_pos[index], scale[index]
                 step_ids = chosen.view(len(rows), 1).to(dev)
                 mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=dev)], dim=1)
                 step_pos = next_pos

@@ -24,8 +24,9 @@ class GenerationRequest:
     messages: list[dict[str, str]]  # the chat so far: system, the task, then assistant/observation turns
     sampling: Sampling
     prompt_token_ids: list[int] | None = None  # the exact context, for backends with `uses_tokens`
-    # the task being played; only the scripted teacher reads it (a model sees `messages` alone)
-    task: Task | None = None
+    # what is being played (a coding Task, a DiagGym Case); only scripted policies read it (the teacher, the DiagGym
+    # oracle): a model sees `messages` alone. Untyped: this layer may not import DiagGym's records
+    task: Task | Any | None = None
     memory: dict[str, Any] = field(default_factory=dict)  # per-episode state the backend owns across turns
 
     @property

@@ -12,12 +12,18 @@ and for text-only episodes (the scripted teacher, API models) ids built turn by 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from components.envs.episode import Episode
 
 _SLOT = "\u2063MEDGYM-SLOT-{}\u2063"  # a placeholder no real message contains
+# A fast tokenizer keeps `split_special_tokens` as a flag on its shared Rust tokenizer, set by each call: two threads
+# encoding at once (the rollout engine's environment threads, its model thread) can each run under the other's flag,
+# spelling a template's special tokens out as text, or reading a program's printed "<|im_start|>" as a real turn.
+# Every encode here holds this lock.
+_ENCODE = threading.Lock()
 
 
 class TokenContextError(ValueError):
@@ -64,11 +70,15 @@ class ChatTokens:
         return [] if token_ids and token_ids[-1] == self.eos_id else list(self.end_ids)
 
     def content(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        with _ENCODE:
+            return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
     # ------------------------------------------------------------ the template's difference
     def _template(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+        if not text:
+            return []
+        with _ENCODE:
+            return self.tokenizer(text, add_special_tokens=False, split_special_tokens=False)["input_ids"]
 
     def _observation_pieces(self) -> list[int]:
         """Render a conversation with and without a following user turn; the difference after the assistant's

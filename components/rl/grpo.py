@@ -2,7 +2,8 @@
 
 The dataset is the train cases, one row per case (`prompt` = its case id). For each generation batch TRL hands the
 rollout the prompts of its slice, each case repeated num_generations times (its RepeatSampler); the rollout plays
-one episode per entry with the trainer's current model (components.rl.multiturn) and returns
+one episode per entry with the trainer's current model through the rollout engine (components.rl.multiturn) and
+returns
 
   prompt_ids       the first turn's prompt (system prompt and presentation), the same for a case's group
   completion_ids   everything after it: every agent reply and every observation between them
@@ -22,8 +23,9 @@ platform Episodes (`load_grpo_episodes` reads them back; components.diag.evaluat
 
 CPU defaults (SmolLM2-135M): 2 cases x 4 samples per step, 6 turns of at most 64 tokens, one episode per
 forward/backward. On a GPU raise num_generations to 8, prompts_per_step to 8-16, micro_batch to 8-16,
-max_new_tokens to 256 and steps to a few hundred; generation still runs through model.generate (TRL's vLLM path
-does not drive a multi-turn environment).
+max_new_tokens to 256 and steps to a few hundred. Generation runs through the rollout engine's hf policy over the
+trainer's model (each episode's keys and values kept between its turns, each episode's draws seeded by itself;
+TRL's vLLM path does not drive a multi-turn environment).
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from components.diag.catalogue import Catalogue, default_catalogue
-from components.diag.env import DiagEnv, DiagEnvConfig
+from components.diag.env import DiagEnvConfig
 from components.diag.record import Case
 from components.diag.world import WorldModel
-from components.envs.episode import Episode, PolicyInfo, Sampling, load_episodes, save_episodes
+from components.envs.episode import Episode, PolicyInfo, load_episodes, save_episodes
+from components.policies.hf import HFConfig, HFPolicy
 from components.policies.models import resolve_model
 from components.policies.tokens import ChatTokens
-from components.rl.multiturn import TurnSampling, hf_sampler, play_batch
+from components.rl.multiturn import TurnSampling, play_samples
 from components.training.config import LoraSettings
 from components.training.models import is_adapter, load_tokenizer, lora_config, merge_and_save, precision_flags
 from components.training.trainers import FINAL, MERGED, last_checkpoint
@@ -125,9 +128,6 @@ class DiagRollout:
         self.env_config = (env_config or DiagEnvConfig()).model_copy(update={"max_turns": settings.max_turns})
         self.catalogue = catalogue or default_catalogue()
         self.episodes_dir, self.model_name = episodes_dir, model_name
-        self.eos_id = chat.eos_id
-        pad = chat.tokenizer.pad_token_id
-        self.pad_id = pad if pad is not None else chat.eos_id
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         import torch
@@ -136,22 +136,24 @@ class DiagRollout:
         step, rank = trainer.state.global_step, trainer.accelerator.process_index
         cases = [self.cases[str(p)] for p in prompts]
         indices = [(step * trainer.accelerator.num_processes + rank) * len(prompts) + i for i in range(len(prompts))]
-        envs = [DiagEnv(self.world, self.env_config, self.catalogue) for _ in cases]
         sampling = self.settings.turn_sampling()
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
                                          ) as model, torch.no_grad():
             training = model.training
             model.eval()  # no dropout while sampling: the log-probs are the policy's
+            # a policy per call: the keys and values it keeps were computed with this step's weights only
+            policy = HFPolicy(HFConfig(model=self.model_name or "grpo", max_context=sampling.max_context,
+                                       max_batch=len(cases), kv_cache_episodes=len(cases), logprobs="sampling"),
+                              model=model, tokenizer=self.chat.tokenizer)
             try:
-                samples = play_batch(envs, cases, indices, self.chat,
-                                     hf_sampler(model, sampling, self.eos_id, self.pad_id), sampling)
+                samples = play_samples(policy, self.world, cases, indices, self.chat, sampling,
+                                       env_config=self.env_config, catalogue=self.catalogue, seed=self.settings.seed)
             finally:
+                policy.close()
                 model.train(training)
-        policy = PolicyInfo(backend="grpo", model=self.model_name, sampling=Sampling(
-            temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens))
-        for s in samples:
-            s.episode.policy = policy
+        for s in samples:  # the sampling the engine recorded (with each episode's seed), under GRPO's name
+            s.episode.policy = PolicyInfo(backend="grpo", model=self.model_name, sampling=s.episode.policy.sampling)
             s.episode.metadata["grpo"] = {"step": step, "rank": rank}
         if self.episodes_dir is not None:
             save_episodes(self.episodes_dir / f"step-{step:05d}-rank{rank}.jsonl", [s.episode for s in samples])
@@ -159,7 +161,7 @@ class DiagRollout:
                 "env_mask": [s.env_mask for s in samples], "logprobs": [s.logprobs for s in samples],
                 "episode_id": [s.episode.episode_id for s in samples],
                 "episode_reward": [s.episode.reward for s in samples],
-                "correct": [bool(s.episode.metadata.get("diag", {}).get("correct")) for s in samples]}
+                "correct": [bool(s.episode.diag and s.episode.diag.correct) for s in samples]}
 
 
 def episode_reward(completions: list[Any], episode_reward: list[float], correct: list[bool] | None = None,

@@ -1,11 +1,11 @@
-"""A checkpoint played in DiagEnv for evaluation, many episodes at once, on the exact-token contexts GRPO trains on.
+"""A checkpoint played in DiagEnv for evaluation, many episodes at once, by the rollout engine with the hf policy.
 
-Evaluation through `PolicyAgent` plays one case at a time and rebuilds each turn's context from text; a trained
-model is played here instead the way `DiagRollout` plays it during training (components.rl.multiturn): every
-waiting episode's next turn in one `generate` call, the context grown by the ids sampled and the observation's ids.
-Sample i of a case sees the environment's draws for sample i, as the baselines do (components.diag.evaluate), so
-the episodes pair with theirs; the model's own draws come from `seed` (one torch generator for the run, so the
-same seed and batch size give the same episodes).
+The engine (components.rollout.play) keeps every waiting episode's next turn in one batch and each context as exact
+ids (the ids sampled and the observation's ids, never re-tokenized), and the hf policy keeps an episode's keys and
+values between turns, so a turn computes only its new tokens. Sample i of a case sees the environment's draws for
+sample i, as the baselines do (components.diag.evaluate), so the episodes pair with theirs; the model's draws are
+seeded per episode from `seed`, the case and the sample (components.rollout.jobs.episode_seed), so they do not
+depend on the batch. With `out_dir` the episodes land in an EpisodeStore there and a rerun resumes.
 """
 
 from __future__ import annotations
@@ -17,40 +17,35 @@ from components.diag.catalogue import Catalogue
 from components.diag.env import DiagEnv, DiagEnvConfig
 from components.diag.record import Case
 from components.diag.world import WorldModel
-from components.envs.episode import Episode, PolicyInfo, Sampling
-from components.policies.models import resolve_model
-from components.policies.tokens import ChatTokens
-from components.rl.multiturn import TurnSampling, hf_sampler, play_batch
-from components.training.models import load_tokenizer
+from components.envs.episode import Episode
+from components.policies.hf import HFConfig, HFPolicy
+from components.rl.multiturn import TurnSampling
+from components.rollout.jobs import SamplingPlan, plan_jobs
+from components.rollout.play import play_jobs
 
 
 def play_model(model: str | Path, cases: Sequence[Case], world: WorldModel, config: DiagEnvConfig | None = None,
                sampling: TurnSampling | None = None, *, samples: int = 1, batch: int = 64, seed: int = 0,
                dtype: str = "float32", name: str | None = None, catalogue: Catalogue | None = None,
-               progress: Callable[[str], None] | None = None) -> list[Episode]:
-    """`samples` episodes of each case played by the checkpoint (or embedded model name) `model`, `batch` at a time."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
+               out_dir: Path | str | None = None, progress: Callable[[str], None] | None = None) -> list[Episode]:
+    """`samples` episodes of each case played by the checkpoint (or embedded model name) `model`, up to `batch` at
+    a time, in (case, sample) order."""
     sampling = sampling or TurnSampling()
-    path = resolve_model(str(model))
-    chat = ChatTokens(load_tokenizer(str(path)))
-    lm = AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype))
-    lm.eval()
-    pad = chat.tokenizer.pad_token_id
-    sample = hf_sampler(lm, sampling, chat.eos_id, chat.eos_id if pad is None else pad)
-    info = PolicyInfo(backend="hf", model=name or str(model), sampling=Sampling(
-        temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens))
-    jobs = [(case, s) for case in cases for s in range(samples)]
-    torch.manual_seed(seed)  # the same draws for every model evaluated with this seed
-    episodes: list[Episode] = []
-    for start in range(0, len(jobs), batch):
-        chunk = jobs[start:start + batch]
-        envs = [DiagEnv(world, config, catalogue) for _ in chunk]
-        played = play_batch(envs, [c for c, _ in chunk], [s for _, s in chunk], chat, sample, sampling)
-        for s in played:
-            s.episode.policy = info
-            episodes.append(s.episode)
+    policy = HFPolicy(HFConfig(model=str(model), dtype=dtype, max_context=sampling.max_context, max_batch=batch,
+                               kv_cache_episodes=batch))
+    policy.model_id = name or str(model)  # what the episodes and the report call it
+    plan = SamplingPlan(k=samples, first_temperature=sampling.temperature, temperature=sampling.temperature,
+                        top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens, seed=seed)
+    jobs = plan_jobs(cases, plan)
+    finished: list[int] = [0]
+
+    def tell(episodes: list[Episode]) -> None:
+        finished[0] += len(episodes)
         if progress:
-            progress(f"{name or model}: {len(episodes)}/{len(jobs)} episodes")
-    return episodes
+            progress(f"{policy.model_id}: {finished[0]}/{len(jobs)} episodes")
+
+    try:
+        return play_jobs(policy, lambda: DiagEnv(world, config, catalogue), jobs, out_dir, max_in_flight=batch,
+                         on_progress=tell).episodes
+    finally:
+        policy.close()

@@ -1,5 +1,7 @@
 """What a collection plays: K samples per task, each with its own sampling parameters and seed.
 
+A task is whatever the environment's `reset` takes (a coding Task, a DiagGym Case) and names itself by `task_id`.
+
 As in the MedAgentGym paper the first sample of a task is greedy (temperature 0) and the rest are sampled
 (0.6); both are configurable. Seeds are a pure function of (base seed, task id, sample index), so a rerun, a
 resume or another worker draws the same episode.
@@ -10,11 +12,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from components.envs.episode import Sampling, episode_id
-from components.tasks.record import Task
+
+
+class Playable(Protocol):
+    """What an environment resets to: a coding Task, a DiagGym Case."""
+
+    @property
+    def task_id(self) -> str: ...
 
 
 class SamplingPlan(BaseModel):
@@ -30,7 +39,7 @@ class SamplingPlan(BaseModel):
 
 @dataclass(frozen=True)
 class RolloutJob:
-    task: Task
+    task: Any  # a Playable: what the environment's reset takes
     sample_index: int
     sampling: Sampling
 
@@ -48,7 +57,7 @@ def episode_seed(base: int, task_id: str, sample_index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def plan_jobs(tasks: Iterable[Task], plan: SamplingPlan, skip: set[tuple[str, int]] | None = None) -> list[RolloutJob]:
+def plan_jobs(tasks: Iterable[Playable], plan: SamplingPlan, skip: set[tuple[str, int]] | None = None) -> list[RolloutJob]:
     """Every (task, sample) not in `skip` (the pairs a resumed collection already holds)."""
     skip = skip or set()
     jobs = []

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.envs.coding_env import EnvConfig
+from components.envs.coding_env import CodingEnv, EnvConfig
 from components.envs.episode import Episode
 from components.policies.protocol import Policy
 from components.policies.registry import PolicyConfig
@@ -51,7 +51,7 @@ def collection_sandboxes(config: CollectionConfig) -> contextlib.AbstractContext
 def run_jobs(policy: Policy, jobs: list[RolloutJob], task_root: Path, config: CollectionConfig,
              on_finished: Callable[[list[Episode]], None], sandboxes: Callable[[], Sandbox]) -> SchedulerStats:
     """One scheduler over `jobs` with sandboxes from `sandboxes`."""
-    scheduler = RolloutScheduler(policy, task_root, sandboxes, config.env, workers=config.workers,
+    scheduler = RolloutScheduler(policy, lambda: CodingEnv(task_root, sandboxes, config.env), workers=config.workers,
                                  max_in_flight=config.max_in_flight)
     return scheduler.run(jobs, on_finished)
 

@@ -1,5 +1,8 @@
 """Many episodes in flight: every live episode is stepped, all waiting model calls go out as one batch, and the
-sandbox work runs in a bounded pool while the model generates.
+environment work (sandboxes, world models) runs in a bounded pool while the model generates.
+
+The scheduler plays any environment of the one protocol (components.envs.protocol.Env), each episode on an
+environment `env_factory` makes: the coding environment with its sandboxes, DiagGym's with its world model.
 
 Each episode alternates between two states: waiting for the model, or running in the environment (a sandbox
 start, a code run, a check). The loop hands everything that waits for the model to one `policy.generate` call
@@ -17,15 +20,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from components.envs.coding_env import CodingEnv, EnvConfig
 from components.envs.episode import Episode, PolicyInfo
+from components.envs.protocol import Env
 from components.policies.protocol import Generation, GenerationRequest, Policy, context_exceeded, is_context_exceeded
 from components.policies.tokens import ChatTokens
 from components.rollout.jobs import RolloutJob
-from components.sandbox.protocol import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Live:
     job: RolloutJob
-    env: CodingEnv
+    env: Env
     memory: dict[str, Any] = field(default_factory=dict)
     context: list[int] | None = None  # token backends: the exact ids of the next prompt
 
@@ -45,14 +46,12 @@ class SchedulerStats:
 
 
 class RolloutScheduler:
-    def __init__(self, policy: Policy, task_root: Path, sandbox_factory: Callable[[], Sandbox], env_config: EnvConfig,
-                 *, workers: int = 2, max_in_flight: int = 32, min_new_tokens: int = 16):
+    def __init__(self, policy: Policy, env_factory: Callable[[], Env], *, workers: int = 2, max_in_flight: int = 32,
+                 min_new_tokens: int = 16):
         if workers < 1 or max_in_flight < 1:
             raise ValueError("workers and max_in_flight must be at least 1")
         self.policy = policy
-        self.task_root = Path(task_root)
-        self.sandbox_factory = sandbox_factory
-        self.env_config = env_config
+        self.env_factory = env_factory  # one environment per episode: each holds its episode's state
         self.workers = workers
         self.max_in_flight = max_in_flight
         self.min_new_tokens = min_new_tokens
@@ -111,7 +110,7 @@ class RolloutScheduler:
     # ------------------------------------------------------------------ environment side (pool threads)
     def _start(self, job: RolloutJob) -> _Live:
         started = time.monotonic()
-        env = CodingEnv(self.task_root, self.sandbox_factory, self.env_config)
+        env = self.env_factory()
         try:
             env.reset(job.task, job.sample_index)
         except BaseException:

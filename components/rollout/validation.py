@@ -1,6 +1,10 @@
 """Great Expectations suite for rollout shards (DIR/episodes/shard-NNNNN.jsonl): every line a JSON Episode, the
 keys unique, outcome and reward consistent, the stored checksum equal to the record's own.
 
+The reward rule depends on the environment: a coding episode's reward is 1 exactly when it is correct (in [0, 1]); a
+DiagGym episode's (one with `diag`) is its recorded reward parts' total, which may pass 1 (a right diagnosis plus
+exam F1), and its `diag.correct` agrees with the outcome.
+
 The frame is built from the raw lines, not from pydantic objects, so that GE sees the bad rows; a row that fails
 Episode.model_validate is one more failing expectation, naming its line and field. A hand edit that keeps the
 JSON valid (a changed answer, reward and outcome flipped together) passes every shape check and fails the
@@ -57,7 +61,7 @@ def read_episode_records(path: Path | str) -> list[Record]:
     return list(iter_jsonl_lenient(path))
 
 
-COLUMNS = ("line", "json_problem", "missing_required", "episode_id", "key", "outcome", "reward", "schema_version",
+COLUMNS = ("line", "json_problem", "missing_required", "episode_id", "key", "outcome", "reward", "coding_reward", "schema_version",
            "reward_problem", "turns_problem", "schema_problem", "checksum_problem")
 PROBLEM_COLUMNS = ("json_problem", "missing_required", "reward_problem", "turns_problem", "schema_problem", "checksum_problem")
 OUTCOMES = tuple(o.value for o in Outcome)
@@ -80,6 +84,8 @@ def flat_row(lineno: int, obj: dict[str, Any] | RecordError) -> dict[str, Any]:
         "key": None if task_id is None or sample is None else json.dumps([task_id, sample]),
         "outcome": _scalar(obj.get("outcome")),
         "reward": _number(obj.get("reward")),
+        # the [0, 1] range holds for coding episodes; null (skipped) for DiagGym's, whose rule is in reward_problem
+        "coding_reward": None if _diag(obj) is not None else _number(obj.get("reward")),
         "schema_version": _scalar(obj.get("schema_version")),
         "reward_problem": _reward_problem(obj),
         "turns_problem": _turns_problem(obj),
@@ -92,7 +98,7 @@ def episodes_frame(records: list[Record]) -> pd.DataFrame:
     # object columns keep values as written (an int stays an int beside a torn line's null); reward is numeric
     # for the range check
     frame = pd.DataFrame([flat_row(n, obj) for n, obj in records], columns=list(COLUMNS), dtype=object)
-    return frame.astype({"line": int, "reward": float})
+    return frame.astype({"line": int, "reward": float, "coding_reward": float})
 
 
 def row_problems(obj: dict[str, Any]) -> list[str]:
@@ -102,8 +108,8 @@ def row_problems(obj: dict[str, Any]) -> list[str]:
     problems = [f"{c}: {row[c]}" for c in PROBLEM_COLUMNS if row[c]]
     if row["outcome"] is not None and row["outcome"] not in OUTCOMES:
         problems.append(f"outcome {row['outcome']!r} is not an Outcome")
-    if row["reward"] is not None and not 0 <= row["reward"] <= 1:
-        problems.append(f"reward {row['reward']} is outside [0, 1]")
+    if row["coding_reward"] is not None and not 0 <= row["coding_reward"] <= 1:
+        problems.append(f"reward {row['coding_reward']} is outside [0, 1]")
     if row["schema_version"] is not None and row["schema_version"] not in KNOWN_SCHEMA_VERSIONS:
         problems.append(f"schema_version {row['schema_version']!r} is not one of {list(KNOWN_SCHEMA_VERSIONS)}")
     return problems
@@ -125,9 +131,22 @@ def _reward_problem(obj: dict[str, Any]) -> str:
         return ""  # the not-null expectations report it
     if not math.isfinite(reward):
         return f"reward {reward} is not a finite number"
+    diag = _diag(obj)
+    if diag is not None:  # DiagGym: the reward its parts add up to, and the verdict the outcome says
+        total = _number((diag.get("reward") or {}).get("total") if isinstance(diag.get("reward"), dict) else None)
+        if total is None or abs(total - reward) > 1e-9:
+            return f"reward {reward:g} is not diag.reward.total {total}"
+        if bool(diag.get("correct")) != (outcome == Outcome.CORRECT.value):
+            return f"diag.correct {diag.get('correct')!r} with outcome {outcome!r}"
+        return ""
     if (reward == 1.0) != (outcome == Outcome.CORRECT.value):
         return f"reward {reward:g} with outcome {outcome!r}"
     return ""
+
+
+def _diag(obj: dict[str, Any]) -> dict[str, Any] | None:
+    diag = obj.get("diag")
+    return diag if isinstance(diag, dict) else None
 
 
 def _turns_problem(obj: dict[str, Any]) -> str:
@@ -160,8 +179,11 @@ def _expectations(E: Any) -> tuple[Any, ...]:
         E.ExpectColumnValuesToBeUnique(column="episode_id_in_shard", description="episode_id is unique"),
         E.ExpectColumnValuesToBeUnique(column="key_in_shard", description="(task_id, sample_index) is unique"),
         E.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES), description="outcome is an Outcome"),
-        E.ExpectColumnValuesToBeBetween(column="reward", min_value=0, max_value=1, description="reward is in [0, 1]"),
-        E.ExpectColumnValuesToBeInSet(column="reward_problem", value_set=[""], description="reward == 1 exactly when outcome is correct"),
+        E.ExpectColumnValuesToBeBetween(column="coding_reward", min_value=0, max_value=1,
+                                        description="a coding episode's reward is in [0, 1]"),
+        E.ExpectColumnValuesToBeInSet(column="reward_problem", value_set=[""],
+                                      description="reward == 1 exactly when outcome is correct (DiagGym: reward == "
+                                      "diag.reward.total, diag.correct as the outcome)"),
         E.ExpectColumnValuesToBeInSet(column="schema_version", value_set=list(KNOWN_SCHEMA_VERSIONS),
                                       description=f"schema_version is one of {list(KNOWN_SCHEMA_VERSIONS)}"),
         E.ExpectColumnValuesToBeInSet(column="turns_problem", value_set=[""],

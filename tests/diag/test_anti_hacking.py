@@ -55,7 +55,7 @@ def _order_everything(env, case, diagnose: bool) -> float:
         chunk = ALL_EXAMS[i:i + per_turn] or ALL_EXAMS[:1]
         env.step(json.dumps({"type": "order_exams", "exams": chunk}))
         i += per_turn
-    assert len(env.episode.metadata["diag"]["exams_ordered"]) >= min(len(ALL_EXAMS), per_turn * (turns - 1)) * 0.3
+    assert len(env.episode.diag.exams_ordered) >= min(len(ALL_EXAMS), per_turn * (turns - 1)) * 0.3
     return env.episode.reward
 
 
@@ -143,7 +143,7 @@ def test_a_list_of_candidates_earns_nothing(world, test_cases, template):
     env.step(json.dumps({"type": "order_exams", "exams": case.key_exams}))
     env.step(json.dumps({"type": "diagnose", "diagnosis": template.format(true=case.diagnosis)}))
     ep = env.episode
-    parts = ep.metadata["diag"]["reward"]
+    parts = ep.diag.reward.model_dump()
     assert ep.outcome == Outcome.WRONG_ANSWER and not ep.check.correct
     assert parts["accuracy"] == 0 and parts["turn_penalty"] == 0
     # exactly what the same exams and no diagnosis at all earn

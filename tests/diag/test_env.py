@@ -12,7 +12,8 @@ from components.diag.env import DIAG_SYSTEM_PROMPT, FINAL_OBSERVATION, DiagEnv, 
 from components.diag.grading import RewardConfig
 from components.diag.world import RecordedWorldModel
 from components.envs.actions import SubmitAnswer
-from components.envs.episode import Outcome, load_episodes, save_episodes
+from components.envs.episode import DiagOutcome, Outcome, load_episodes, save_episodes
+from components.envs.protocol import Env, Observation, StepResult
 from tests.diag.conftest import oracle_episode
 
 
@@ -130,7 +131,7 @@ def test_the_turn_limit_ends_the_episode_without_a_diagnosis(env, case):
     assert res.done and "Turn limit reached" in res.observation.text
     ep = env.episode
     assert ep.outcome == Outcome.NO_ANSWER and len(ep.turns) == 12 and not ep.submitted and ep.check is None
-    parts = ep.metadata["diag"]["reward"]
+    parts = ep.diag.reward.model_dump()
     assert parts["accuracy"] == 0 and parts["turn_penalty"] == 0  # the turns cost only a right diagnosis
     assert ep.reward == pytest.approx(parts["exam_f1"]) and res.reward == ep.reward
     with pytest.raises(RuntimeError, match="is over"):
@@ -160,7 +161,7 @@ def test_a_correct_diagnosis_ends_the_episode_with_the_reward(world, case):
     hits = len({"Lipase", "Complete blood count", "Chest X-ray"} & key)
     precision, recall = hits / 3, hits / len(key)
     f1 = 2 * precision * recall / (precision + recall)
-    assert ep.metadata["diag"]["exams"]["f1"] == pytest.approx(f1)
+    assert ep.diag.exams.f1 == pytest.approx(f1)
     assert ep.reward == pytest.approx(2.0 + 1.0 * f1 - 0.1 * 2) and res.reward == ep.reward
     assert "Acute pancreatitis (K85.90)" in ep.check.grader_reason and "key exams: Lipase" in ep.check.grader_reason
 
@@ -170,7 +171,7 @@ def test_a_wrong_diagnosis_earns_only_its_exams(env, case):
     env.step(Diagnose(diagnosis="Acute cholecystitis"))
     ep = env.episode
     assert ep.outcome == Outcome.WRONG_ANSWER and not ep.check.correct
-    assert ep.metadata["diag"]["well_formed"]  # well formed, and paid nothing for it
+    assert ep.diag.well_formed  # well formed, and paid nothing for it
     assert ep.reward == 0  # nothing ordered: F1 0, and no turn is charged to a wrong diagnosis
 
 
@@ -183,7 +184,7 @@ def test_the_episode_round_trips_and_renders_as_chat(env, case, tmp_path):
     path = tmp_path / "episodes.jsonl"
     save_episodes(path, [ep])
     (back,) = load_episodes(path)
-    assert back == ep and back.metadata["diag"]["correct"]
+    assert back == ep and back.diag.correct
     msgs = back.messages()
     assert msgs[0] == {"role": "system", "content": DIAG_SYSTEM_PROMPT} and msgs[1]["content"] == ep.first_observation
     assert msgs[2]["content"] == '{"type":"order_exams","exams":["lipase"]}'  # an object action, rendered
@@ -201,5 +202,34 @@ def test_a_full_context_ends_the_episode(env, case):
 def test_the_oracle_reaches_the_top_reward(test_cases):
     env = DiagEnv(RecordedWorldModel())
     ep = oracle_episode(env, test_cases[0])
-    assert ep.outcome == Outcome.CORRECT and ep.metadata["diag"]["exams"]["f1"] == 1.0
+    assert ep.outcome == Outcome.CORRECT and ep.diag.exams.f1 == 1.0
     assert ep.reward == pytest.approx(1.0 + 0.5 - 0.02 * len(ep.turns))
+
+
+def test_the_outcome_is_a_typed_part_of_the_episode(env, case, tmp_path):
+    env.reset(case)
+    env.step(order("lipase", "CBC"))
+    env.step("Final diagnosis: acute pancreatitis")
+    ep = env.episode
+    assert isinstance(ep.diag, DiagOutcome) and "diag" not in ep.metadata
+    assert (ep.diag.diagnosis, ep.diag.correct, ep.diag.turns, ep.diag.well_formed) == ("acute pancreatitis", True, 2, True)
+    assert ep.diag.exams.ordered == 2 and ep.diag.exams.hits >= 1 and ep.diag.reward.total == ep.reward
+    assert ep.model_dump(mode="json")["diag"]["exams"]["precision"] == ep.diag.exams.precision
+    # a record written before the field (schema 3) kept the outcome in metadata["diag"]: it reads as the field
+    old = ep.model_dump(mode="json") | {"schema_version": 3, "diag": None}
+    old["metadata"] = {**old["metadata"], "diag": ep.diag.model_dump(mode="json")}
+    (tmp_path / "old.jsonl").write_text(json.dumps(old) + "\n")
+    (back,) = load_episodes(tmp_path / "old.jsonl")
+    assert back.diag == ep.diag and "diag" not in back.metadata and old["metadata"]["diag"]  # the row itself untouched
+    # an episode ended for its context is scored too: no diagnosis, not correct
+    env.reset(case)
+    env.end_for_context("prompt 5000 + 512 new > 4096")
+    assert env.episode.diag is not None and env.episode.diag.diagnosis is None and not env.episode.diag.correct
+
+
+def test_both_environments_implement_the_one_protocol(env, case):
+    obs = env.reset(case)
+    result = env.step(order("lipase"))
+    assert isinstance(env, Env)
+    assert type(obs) is Observation and type(result) is StepResult and result.observation.files == []
+    assert not result.done and result.reward == 0.0 and result.observation.turns_left == 11

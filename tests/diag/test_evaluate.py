@@ -25,10 +25,10 @@ from components.diag.evaluate import (
     DiagReport,
     DiagView,
     PolicyAgent,
+    agent_episodes_dir,
     compare,
     evaluate_agents,
     oracle_prefix,
-    play,
     run_agent,
     single_turn,
     summarize_agent,
@@ -36,8 +36,8 @@ from components.diag.evaluate import (
 )
 from components.diag.metrics import summarize_episodes
 from components.diag.world import RecordedWorldModel
-from components.envs.episode import load_episodes
 from components.policies.protocol import Generation
+from components.rollout.store import load_episodes_dir, shard_paths
 
 HELD_OUT = 50  # test cases played end to end: enough for the intervals to separate, a few seconds each agent
 
@@ -134,20 +134,20 @@ def test_runs_are_reproducible_and_seeded(agents, test_cases, world, train):
     again = [t.raw_text for e in run_agent(agents[0], cases, world) for t in e.turns]
     other = [t.raw_text for e in run_agent(RandomExamsAgent.fit(train, seed=1), cases, world) for t in e.turns]
     assert first == again and first != other
-    greedy = [e.model_dump(exclude={"duration_s", "turns"}) for e in run_agent(agents[1], cases, world)]
-    assert greedy == [e.model_dump(exclude={"duration_s", "turns"}) for e in run_agent(agents[1], cases, world)]
+    timing = {"duration_s", "env_time_s", "model_time_s", "turns"}
+    greedy = [e.model_dump(exclude=timing) for e in run_agent(agents[1], cases, world)]
+    assert greedy == [e.model_dump(exclude=timing) for e in run_agent(agents[1], cases, world)]
 
 
 # ------------------------------------------------------------------------------------------------ what agents see
 
 
 def test_agents_are_shown_only_the_observations_and_their_own_replies(agents, test_cases, world):
-    env = DiagEnv(world)
     for agent in agents:
         spy = Spy(agent)
         for case in test_cases[:5]:
             before = len(spy.views)
-            ep = play(env, spy, case)
+            [ep] = run_agent(spy, [case], world)
             views = spy.views[before:]
             shown = [ep.first_observation] + [t.observation for t in ep.turns]
             assert len(views) == len(ep.turns)
@@ -162,11 +162,11 @@ def test_agents_are_shown_only_the_observations_and_their_own_replies(agents, te
 def test_the_truth_changes_nothing_an_agent_does(agents, test_cases):
     """On a world that reads only recorded results, a case relabelled with another diagnosis and other key exams
     shows the agent the same observations, so it must play the same replies: it cannot be reading the truth."""
-    env = DiagEnv(RecordedWorldModel())
+    world = RecordedWorldModel()
     for case in test_cases[:6]:
         liar = case.model_copy(update={"diagnosis": "Sarcoidosis", "icd10": None, "key_exams": ["Lipase"]})
         for agent in agents:
-            real, fake = play(env, agent, case), play(env, agent, liar)
+            [real], [fake] = run_agent(agent, [case], world), run_agent(agent, [liar], world)
             assert [t.raw_text for t in real.turns] == [t.raw_text for t in fake.turns]
 
 
@@ -252,16 +252,20 @@ class EchoPolicy:
         pass
 
 
-def test_a_policy_plays_through_the_adapter_with_the_episode_as_chat(test_cases, world):
+def test_a_policy_plays_through_the_engine_with_the_episode_as_chat(test_cases, world):
     policy = EchoPolicy()
-    agent = PolicyAgent(policy)
-    ep = play(DiagEnv(world), agent, test_cases[0])
-    assert agent.name == "org/fake-model" and len(ep.turns) == 2 and ep.submitted_answer == "Sepsis"
+    [ep] = run_agent(policy, test_cases[:1], world)  # a platform Policy plays as itself
+    assert len(ep.turns) == 2 and ep.submitted_answer == "Sepsis" and ep.policy.model == "org/fake-model"
     full = ep.messages()
     assert full[0] == {"role": "system", "content": DIAG_SYSTEM_PROMPT}
     for k, request in enumerate(policy.requests):
         assert request.key == ep.episode_id and request.messages == full[:2 + 2 * k]
-    assert agent._memory == {}  # released when the episode ended
+        assert request.task == test_cases[0]  # the case travels with the request: only a scripted policy reads it
+    # the same policy as a DiagAgent (single turn's adapter), played as an agent: the same episode, memory released
+    agent = PolicyAgent(EchoPolicy())
+    [again] = run_agent(agent, test_cases[:1], world)
+    assert agent.name == "org/fake-model" and again.policy.backend == "agent" and agent._memory == {}
+    assert [t.raw_text for t in again.turns] == [t.raw_text for t in ep.turns] and again.reward == ep.reward
 
     class TokenPolicy(EchoPolicy):
         uses_tokens = True
@@ -283,13 +287,42 @@ def test_the_report_is_written_atomically_and_reads_back(agents, test_cases, wor
     assert DiagReport.model_validate_json(paths[0].read_text()) == report
     md = paths[1].read_text()
     assert "| greedy | " in md and "| greedy - random | 6 |" in md and "next-exam hit ratio" in md
-    assert len(load_episodes(tmp_path / "eval" / "episodes" / "greedy.jsonl")) == 6
+    stored = load_episodes_dir(agent_episodes_dir(tmp_path / "eval", "greedy"), strict=True)  # validated shards
+    assert [e.model_copy(update={"checksum": None}) for e in stored] == episodes["greedy"]
     assert not list((tmp_path / "eval").glob(".*.tmp"))
     metrics = report.metrics()
     assert metrics["greedy.accuracy"] == report.agents[1].metrics["accuracy"].value
     assert "greedy-random.f1_mean" in metrics and "random.next_exam_hit" in metrics
     with pytest.raises(ValueError, match="distinct names"):
         evaluate_agents([agents[0], agents[0]], test_cases[:2], world)
+
+
+class CountingAgent:
+    """The greedy baseline, counting the episodes it starts."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.started = inner, inner.name, 0
+
+    def act(self, view):
+        self.started += len(view.replies) == 0
+        return self.inner.act(view)
+
+
+def test_an_evaluation_lands_in_validated_shards_and_resumes(agents, test_cases, world, tmp_path):
+    cases, store = test_cases[:5], tmp_path / "eval"
+    fresh = run_agent(agents[1], cases, world, samples=2)  # in memory, for reference
+    first = CountingAgent(agents[1])
+    run_agent(first, cases[:3], world, samples=2, out_dir=store)  # a run that stopped after three cases
+    assert first.started == 6 and len(shard_paths(store)) == 1
+    again = CountingAgent(agents[1])
+    resumed = run_agent(again, cases, world, samples=2, out_dir=store)
+    assert again.started == 4  # only what the folder did not hold
+    timing = {"duration_s", "env_time_s", "model_time_s", "turns", "checksum"}
+    # in (case, sample) order, the same episodes one uninterrupted run plays
+    assert [e.model_dump(exclude=timing) for e in resumed] == [e.model_dump(exclude=timing) for e in fresh]
+    assert [[t.raw_text for t in e.turns] for e in resumed] == [[t.raw_text for t in e.turns] for e in fresh]
+    # the folder holds each once, in the order they finished
+    assert sorted(e.episode_id for e in load_episodes_dir(store, strict=True)) == sorted(e.episode_id for e in resumed)
 
 
 @pytest.mark.slow

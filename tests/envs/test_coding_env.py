@@ -8,6 +8,7 @@ import pytest
 
 from components.envs.actions import InspectData, RunCode, SubmitAnswer
 from components.envs.episode import Outcome
+from components.envs.protocol import Env, Observation, StepResult
 from components.tasks.record import AnswerSpec, AnswerType, ContextFile
 from tests.envs.conftest import PATIENTS, make_task
 
@@ -26,6 +27,14 @@ def test_first_observation_lists_files_and_format(make_env):
     assert '"type": "run_code"' in env.episode.system_prompt and "submit_answer" in env.episode.system_prompt
     assert env.episode.messages()[0] == {"role": "system", "content": env.episode.system_prompt}
     assert obs.turns_left == 4
+
+
+def test_the_coding_environment_implements_the_one_protocol(make_env):
+    env = make_env(max_turns=2)
+    obs = env.reset(make_task())
+    result = env.step(RunCode(code="print(1)"))
+    assert isinstance(env, Env) and type(obs) is Observation and type(result) is StepResult  # the types DiagEnv uses
+    assert result.observation.files == obs.files and result.observation.turns_left == 1
 
 
 def test_scripted_agent_inspects_then_solves_csv_task(make_env):

@@ -17,12 +17,13 @@ import pytest
 import yaml
 
 from components.common.io import RecordError
+from components.diag.evaluate import agent_episodes_dir
 from components.diag.record import load_cases
-from components.envs.episode import load_episodes
 from components.pipeline.dvc import dvc_file, render
 from components.pipeline.plan import PlanError, build_plan
 from components.pipeline.state import PipelineState, decide, stage_key
 from components.profile.config import CONFIG_DIR, PipelineConfig, load_config
+from components.rollout.store import load_episodes_dir
 from tests.conftest import ROOT
 from tests.pipeline.test_pipeline_smoke import medgym, pipeline_runs, result_of
 
@@ -193,7 +194,7 @@ def test_diag_smoke_runs_every_stage_tracked_registered_and_cached(tmp_path):
     assert tested["split"] == "test" and [a["agent"] for a in tested["agents"]] == ["grpo", "cold_start"]
     cases = {c.case_id: c.split for c in load_cases(tmp_path / "data" / "cases.jsonl")}
     for folder, split in (("evaluation", "valid"), ("evaluation/test", "test")):
-        played = load_episodes(reports / folder / "episodes" / "grpo.jsonl")
+        played = load_episodes_dir(agent_episodes_dir(reports / folder, "grpo"), strict=True).episodes  # shards
         assert played and {cases[e.task_id] for e in played} == {split}
     for png in ("accuracy.png", "exam_f1.png"):
         width, height = png_size(reports / "evaluation" / png)

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from components.diag.cohort import CohortConfig, build_cohort
-from components.diag.evaluate import run_agent
+from components.diag.evaluate import agent_episodes_dir, run_agent
 from components.diag.fidelity import evaluate_fidelity, write_card
 from components.diag.record import save_cases
 from components.diag.world import StatisticalWorldModel
-from components.envs.episode import save_episodes
 from components.pipeline.kinds.diag import diag_paths
 from components.profile.config import PipelineConfig
 from components.registry import case_hashes
@@ -43,11 +42,11 @@ def profile(tmp_path_factory, tiny_model) -> PipelineConfig:
     save_cases(paths["cohort"] / "cases.jsonl", cases)
     train, test = [c for c in cases if c.split == "train"], [c for c in cases if c.split == "test"][:HELD]
     world = StatisticalWorldModel.fit(train, seed=0)
-    episodes = paths["evaluate"] / TEST / "episodes"  # registration reads the test split's
+    tested = paths["evaluate"] / TEST  # registration reads the test split's episodes, each agent's in its store
     for name, agent in zip(("cold_start", "grpo"), make_baselines(["random", "greedy"], train, world), strict=True):
-        save_episodes(episodes / f"{name}.jsonl", run_agent(agent, test, world, samples=2))
+        run_agent(agent, test, world, samples=2, out_dir=agent_episodes_dir(tested, name))
     metrics = {m: {"value": 0.5} for m in ("accuracy", "f1_mean", "avg_turns")}
-    (episodes.parent / "report.json").write_text(json.dumps({"agents": [{"agent": "grpo", "metrics": metrics}]}))
+    (tested / "report.json").write_text(json.dumps({"agents": [{"agent": "grpo", "metrics": metrics}]}))
     stat = evaluate_fidelity(world, test, seed=0)
     lm = stat.model_copy(update={"model": "lm", "case_consistency": {c: 1.0 for c in stat.case_consistency}})
     write_card([stat, lm], paths["card"])

@@ -11,9 +11,9 @@ from tests.rl.conftest import spans
 def test_every_oracle_episode_is_correct_in_the_fewest_turns(rl_train, rl_world, chat):
     episodes = oracle_episodes(rl_train, rl_world, chat)
     assert len(episodes) == len(rl_train) > 20
-    assert all(ep.outcome == Outcome.CORRECT and ep.metadata["diag"]["correct"] for ep in episodes)
+    assert all(ep.outcome == Outcome.CORRECT and ep.diag.correct for ep in episodes)
     for ep, case in zip(episodes, rl_train, strict=True):
-        assert ep.metadata["diag"]["exams"]["recall"] == 1.0  # every key exam ordered
+        assert ep.diag.exams.recall == 1.0  # every key exam ordered
         assert len(ep.turns) == len(oracle_replies(case, DiagEnvConfig()))
         assert ep.reward > 1.0
         assert not any(t.parse_error or t.error for t in ep.turns)

@@ -194,6 +194,9 @@ def test_a_damaged_shard_is_reported_moved_aside_and_collected_again(tmp_path, c
     assert shard_paths(tmp_path)[-1].name == "shard-00003.jsonl"  # shard 0's number is not reused either
 
 
+REWARD_RULE = "reward == 1 exactly when outcome is correct (DiagGym: reward == diag.reward.total, diag.correct as the outcome)"
+
+
 def test_the_suite_names_each_broken_rule_and_its_lines(tmp_path):
     rows = [json.loads(episode_line(make_episode(f"t/{i}", 0))) for i in range(3)]
     rows.append(dict(rows[0]))  # line 4: the episode_id and the key of line 1 again
@@ -207,19 +210,19 @@ def test_the_suite_names_each_broken_rule_and_its_lines(tmp_path):
     failed = {f.description: f for f in report.failures}
     assert set(failed) == {
         "each line is a JSON object", "episode_id is unique", "(task_id, sample_index) is unique", "outcome is an Outcome",
-        "reward is in [0, 1]", "schema_version is one of [3]", "a finished episode has turns (unless context_limit)",
+        "a coding episode's reward is in [0, 1]", "schema_version is one of [3, 4]", "a finished episode has turns (unless context_limit)",
         "episode_id, task_id, sample_index, outcome, reward, schema_version, checksum are not null",
-        "the row validates as an Episode", "checksum equals row_checksum(row)", "reward == 1 exactly when outcome is correct",
+        "the row validates as an Episode", "checksum equals row_checksum(row)", REWARD_RULE,
     }, report.summary()
     assert report.rows == 9 and report.path == str(path)
     assert failed["each line is a JSON object"].unexpected[0].startswith("line 9: 'not valid JSON")
     assert [u.split(":")[0] for u in failed["episode_id is unique"].unexpected] == ["line 1", "line 4"]
     assert failed["(task_id, sample_index) is unique"].column == "task_id,sample_index"
-    assert failed["reward is in [0, 1]"].unexpected == ["line 5: 1.5"]
-    assert failed["schema_version is one of [3]"].unexpected == ["line 5: 2"]
+    assert failed["a coding episode's reward is in [0, 1]"].unexpected == ["line 5: 1.5"]
+    assert failed["schema_version is one of [3, 4]"].unexpected == ["line 5: 2"]
     assert failed["the row validates as an Episode"].unexpected[0].startswith("line 5: \"field 'outcome'")
     assert failed["a finished episode has turns (unless context_limit)"].unexpected == ["line 6: \"outcome 'correct' with no turns\""]
-    assert failed["reward == 1 exactly when outcome is correct"].unexpected == ["line 7: \"reward 1 with outcome 'wrong_answer'\""]
+    assert failed[REWARD_RULE].unexpected == ["line 7: \"reward 1 with outcome 'wrong_answer'\""]
     assert [u.split(":")[0] for u in failed["checksum equals row_checksum(row)"].unexpected] == ["line 7"]  # 5 is no Episode
     assert failed["episode_id, task_id, sample_index, outcome, reward, schema_version, checksum are not null"].unexpected == [
         "line 6: 'checksum'"]
@@ -337,3 +340,26 @@ def test_a_writer_killed_at_random_moments_loses_nothing_it_committed(tmp_path):
         store.commit(batch([k for k in KILL_KEYS if k not in store.done_keys()]))
     assert sorted(keys_on_disk(tmp_path)) == sorted(KILL_KEYS)  # every key exactly once
     assert len(load_episodes_dir(tmp_path)) == len(KILL_KEYS)
+
+
+def test_diaggym_episodes_are_stored_with_their_own_reward_rule(tmp_path):
+    """A DiagGym reward is its parts' total (above 1 for a right diagnosis with the key exams); the store keeps such
+    an episode, and still refuses one whose reward or verdict disagrees with its recorded outcome."""
+    from components.envs.episode import DiagOutcome, ExamScore, RewardParts
+
+    def diag_episode(key: str, reward: float, correct: bool = True) -> Episode:
+        ep = make_episode(key, 0, outcome=Outcome.CORRECT if correct else Outcome.WRONG_ANSWER)
+        parts = RewardParts(accuracy=1.0, exam_f1=0.5, turn_penalty=-0.04, total=1.46)
+        exams = ExamScore(precision=1.0, recall=1.0, f1=1.0, ordered=2, key=2, hits=2)
+        return ep.model_copy(update={"reward": reward, "diag": DiagOutcome(
+            diagnosis="x", correct=True, exams_ordered=["a", "b"], exams=exams, turns=2, well_formed=True, reward=parts)})
+
+    with EpisodeStore(tmp_path) as store:
+        store.commit([diag_episode("case/1", 1.46)])
+        for bad, why in ((diag_episode("case/2", 1.0), "is not diag.reward.total"),
+                         (diag_episode("case/3", 1.46, correct=False), "diag.correct True with outcome 'wrong_answer'")):
+            with pytest.raises(ValueError, match=why):
+                store.commit([bad])
+    (report,) = validate_episode_shards([(p, read_episode_records(p)) for p in shard_paths(tmp_path)])
+    assert report.success, report.summary()
+    assert [e.diag.reward.total for e in load_episodes_dir(tmp_path, strict=True)] == [1.46]
