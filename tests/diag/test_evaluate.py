@@ -341,7 +341,8 @@ def test_the_eval_stage_writes_and_tracks(tmp_path):
     out = eval_stage(cfg, tmp_path / "cohort" / "cases.jsonl", tmp_path / "eval", limit=8, single_turn_cases=2,
                      world="recorded")
     assert out["cases"] == 8 and (tmp_path / "eval" / "report.md").is_file()
-    assert (tmp_path / "eval" / "episodes" / "random.jsonl").is_file()
+    shards = tmp_path / "eval" / "episodes" / "random"  # each agent's episodes in a store of its own
+    assert (shards / "manifest.json").is_file() and list((shards / "episodes").glob("shard-*.jsonl"))
     client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("diag-test").experiment_id])
     assert run.data.tags["medgym.stage"] == "diag.eval" and run.data.params["world"] == "recorded"
