@@ -60,7 +60,7 @@ def test_the_stages_of_one_dvc_repro_share_one_parent_run(tmp_path: Path):
     assert tags["medgym.stages"] == "suite,teacher" and tags["medgym.dvc_session"]
     assert parents[0].info.status == "FINISHED"
 
-    forced = subprocess.run([sys.executable, "-m", "dvc", "repro", "--force", "teacher"], cwd=repo, env=env,
+    forced = subprocess.run([sys.executable, "-m", "dvc", "repro", "--force", "--single-item", "teacher"], cwd=repo, env=env,
                             capture_output=True, text=True)
     assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr[-3000:]
     parents = _parents(tmp_path)
