@@ -85,7 +85,8 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     assert {"smoke-sft", "smoke-verifier", "smoke-dpo", "smoke-round1-sft", "smoke-round1-dpo", "leaderboard",
             "rollout-round1_test", "register-medgym-agent-smoke"} <= names
     assert parent.data.params["training.dpo.beta"] == "0.1" and len(parent.data.tags["medgym.git.commit"]) == 40
-    assert any(k.startswith("dvc.") for k in parent.data.params)  # dvc.lock's versions
+    # its DVC versions are its own pipeline's (pipelines/smoke/dvc.lock, never reproduced here), not the demo's
+    assert not any(k.startswith("dvc.") for k in parent.data.params)
     assert parent.data.metrics["pipeline.wall_s"] > 0 and "round1-dpo.wall_s" in parent.data.metrics
     assert parent.data.metrics["pipeline.engine_starts"] == 0  # smoke generates in hf: no vLLM engine was started
 
