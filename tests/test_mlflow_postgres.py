@@ -12,17 +12,15 @@ import json
 import os
 import pwd
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.servers import free_port, http_ok, running
 
 pytestmark = pytest.mark.slow
 
@@ -43,12 +41,6 @@ def _pg_bin() -> Path | None:
 
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=version)
     return Path(found[-1]).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_pg(*cmd: str | Path) -> subprocess.CompletedProcess:
@@ -73,7 +65,7 @@ def _postgres() -> Iterator[str]:
     if importlib.util.find_spec("psycopg2") is None:
         _unavailable("psycopg2 is not installed (pip install psycopg2-binary): MLflow's PostgreSQL driver")
     root = Path(tempfile.mkdtemp(prefix="medgym-pg-"))  # under /tmp: reachable by the postgres user
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
     if os.geteuid() == 0:
         os.chown(root, pg_uid, -1)
     run = _as_pg if os.geteuid() == 0 else (lambda *c: subprocess.run(list(map(str, c)), check=True,
@@ -107,37 +99,14 @@ def postgres() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def mlflow_server(postgres: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     tmp = tmp_path_factory.mktemp("mlflow-server")
-    artifacts, port, log = tmp / "artifacts", _free_port(), tmp / "server.log"
+    artifacts, port, log = tmp / "artifacts", free_port(), tmp / "server.log"
     cmd = [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri", postgres,
            "--artifacts-destination", str(artifacts), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"mlflow server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"mlflow server not healthy after {STARTUP_S} s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
+    with running("mlflow server", cmd, log, http_ok(f"{url}/health"), STARTUP_S, env=env):
         yield {"url": url, "artifacts": artifacts, "db": postgres}
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 @pytest.fixture()

@@ -8,15 +8,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.servers import free_port as _free_port
+from tests.servers import http_ok, running
+from tests.servers import stop_group as _stop
+from tests.servers import tail as _tail
 
 pytestmark = pytest.mark.slow
 
@@ -49,29 +51,9 @@ def slow_probe_flow(profile: str = "demo") -> str:
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
     with log.open("wb") as out:
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
-    if proc.poll() is None:
-        os.killpg(proc.pid, sig)
-        try:
-            return proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.wait()
-
-
-def _tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -90,26 +72,10 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory, probe_env: dict):
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_UI_ENABLED": "false", "DO_NOT_TRACK": "1"}
     env.pop("PREFECT_API_URL", None)
-    log = home / "server.log"
-    proc = _start([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, log)
     url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + STARTUP_S
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"prefect server exited with {proc.returncode}:\n{_tail(log)}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"prefect server not healthy after {STARTUP_S} s:\n{_tail(log)}")
-            time.sleep(1)
+    with running("prefect server", [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                 home / "server.log", http_ok(f"{url}/health"), STARTUP_S, env=env):
         yield url
-    finally:
-        _stop(proc)
 
 
 @pytest.fixture()

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from components.tracking.tracker import MlflowTracker, TrackingConfig
+from tests.servers import free_port, listening, running
 
 BUCKET, PREFIX = "medgym-artifacts", "mlflow/demo"
 STARTUP_S = 120  # moto_server imports every AWS service it knows before it listens: slow on a busy 2-core machine
@@ -27,41 +23,15 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "medgym-test", "AWS_SECRET_ACCESS_KEY": "med
                "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`moto_server` on 127.0.0.1:<free port>; its endpoint URL. Stopped (its process group) when the module ends."""
     exe = Path(sys.executable).parent / "moto_server"
     assert exe.is_file(), f"{exe}: moto[server] is a dev dependency (pyproject.toml); `make setup` installs it"
-    port, log = _free_port(), tmp_path_factory.mktemp("s3") / "moto_server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"moto_server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(f"moto_server not listening after {STARTUP_S} s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    port = free_port()
+    with running("moto_server", [str(exe), "-H", "127.0.0.1", "-p", str(port)],
+                 tmp_path_factory.mktemp("s3") / "moto_server.log", listening(port), STARTUP_S, poll_s=0.5, grace_s=30):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture()
