@@ -12,10 +12,10 @@ import yaml
 
 from components.pipeline.digest import MISSING, DigestCache
 from components.pipeline.plan import Plan, build_plan
-from components.pipeline.state import stage_key
 from components.policies.models import TINY, resolve_model
 from components.profile.config import load_config
 from tests.conftest import ROOT
+from tests.pipeline.test_kinds import _keys
 
 
 def test_a_digest_follows_content_and_is_kept_by_stat(tmp_path: Path):
@@ -50,13 +50,6 @@ def _plan(tmp_path: Path) -> Plan:
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(raw))
     return build_plan(load_config(path))
-
-
-def _keys(plan: Plan) -> dict[str, str]:
-    keys: dict[str, str] = {}
-    for s in plan.stages:
-        keys[s.name] = stage_key(plan, s, keys, ROOT)
-    return keys
 
 
 @pytest.fixture
