@@ -85,6 +85,11 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     assert {"smoke-sft", "smoke-verifier", "smoke-dpo", "smoke-round1-sft", "smoke-round1-dpo", "leaderboard",
             "rollout-round1_test", "register-medgym-agent-smoke"} <= names
     assert parent.data.params["training.dpo.beta"] == "0.1" and len(parent.data.tags["medgym.git.commit"]) == 40
+    # what reproducing it needs beyond the commit: the libraries, the accelerator, the base checkpoint's content
+    from importlib.metadata import version
+
+    assert parent.data.tags["medgym.lib.trl"] == version("trl") and "medgym.gpu.count" in parent.data.tags
+    assert len(parent.data.tags["medgym.base_model.sha256"]) == 64
     # its DVC versions are its own pipeline's (pipelines/smoke/dvc.lock, never reproduced here), not the demo's
     assert not any(k.startswith("dvc.") for k in parent.data.params)
     assert parent.data.metrics["pipeline.wall_s"] > 0 and "round1-dpo.wall_s" in parent.data.metrics
