@@ -73,3 +73,17 @@ def test_a_diag_evaluation_on_vllm_keeps_exact_tokens_and_seeds_and_resumes(serv
     resumed = play_model(tiny_model, cases, rl_world, config, sampling, out_dir=tmp_path / "resumed", **kw)
     assert tokens(resumed) == tokens(whole) and first.read_bytes() == kept
     assert len(load_episodes_dir(tmp_path / "resumed", strict=True)) == 6
+
+
+def test_without_a_server_to_attach_to_the_policy_serves_the_checkpoint_itself(server, tiny_model, rl_train, rl_world,
+                                                                               tmp_path):
+    # what diag.evaluate.policy: vllm does for each checkpoint: a server of its own, stopped when the play ends
+    cases, config = rl_train[:1], DiagEnvConfig(max_turns=2)
+    sampling = TurnSampling(temperature=1.0, max_new_tokens=8)
+    own = play_model(tiny_model, cases, rl_world, config, sampling, samples=2, seed=7, backend="vllm",
+                     policy_options={"enforce_eager": True, "cpu_kvcache_space_gib": 1, "state_dir": str(tmp_path)},
+                     out_dir=tmp_path / "episodes")
+    attached = play_model(tiny_model, cases, rl_world, config, sampling, samples=2, seed=7, backend="vllm",
+                          policy_options={"base_url": server.base_url})
+    assert tokens(own) == tokens(attached) and all(e.policy.backend == "vllm" for e in own)
+    assert len(load_episodes_dir(tmp_path / "episodes", strict=True)) == 2
