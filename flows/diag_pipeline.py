@@ -220,7 +220,8 @@ def _play_models(cfg: PipelineConfig, held: list[Case], world: StatisticalWorldM
     sampling = TurnSampling(temperature=e.temperature, max_new_tokens=e.max_new_tokens,
                             max_context=d.grpo.settings.max_context)
     return {name: play_model(model, held, world, d.env, sampling, samples=e.samples, batch=e.batch, seed=e.seed,
-                             dtype=d.dtype, name=name, out_dir=agent_episodes_dir(out, name),
+                             dtype=d.dtype, name=name, out_dir=agent_episodes_dir(out, name), backend=e.policy,
+                             policy_options=e.policy_options,
                              progress=lambda m: say(f"[evaluate] {m}"))
             for name, model in models}
 

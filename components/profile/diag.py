@@ -15,12 +15,13 @@ measured and registered for the users who serve it as the environment (`LMWorldM
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from components.diag.cohort import CohortConfig
 from components.diag.env import DiagEnvConfig
+from components.policies.registry import PolicyConfig
 from components.rl.grpo import GRPOSettings
 from components.training.config import Schedule, SFTSettings
 
@@ -77,6 +78,27 @@ class EvaluateStage(_Strict):
                                    "evaluation")
     seed: int = Field(default=0, description="seeds the agents' sampling and the bootstrap; the world's draws are "
                       "world.seed's")
+    policy: Literal["hf", "vllm"] = Field(default="hf", description="the backend the models play on: hf in this "
+                                          "process, or vllm (a server of its own per model)")
+    policy_options: dict[str, Any] = Field(default_factory=dict, description="the backend's own settings (e.g. "
+                                           "vllm's enforce_eager, cpu_kvcache_space_gib); the model is each "
+                                           "checkpoint's")
+
+    @model_validator(mode="after")
+    def _options_fit_the_backend(self) -> EvaluateStage:
+        for own in ("model", "base_url"):
+            if own in self.policy_options:
+                raise ValueError(f"diag.evaluate.policy_options.{own}: the evaluation plays each checkpoint (untrained, "
+                                 "cold start, GRPO) on a policy of its own; a fixed model or server would play one "
+                                 "model under every name")
+        try:
+            PolicyConfig(backend=self.policy, options=self.policy_options)
+        except ValueError as exc:
+            first = exc.errors()[0] if hasattr(exc, "errors") else {}
+            where = ".".join(str(p) for p in first.get("loc", ()) if p != "options")
+            raise ValueError(f"diag.evaluate.policy_options{'.' + where if where else ''}: "
+                             f"{first.get('msg', exc)} (backend {self.policy})") from None
+        return self
 
 
 class DiagSettings(_Strict):

@@ -5,7 +5,8 @@ With `out_dir` the episodes land in an EpisodeStore there (validated shards, eac
 rerun plays only what the folder does not hold yet; without it they are kept in memory. Either way the episodes
 come back in the order of `jobs`. An episode lost to an error (a world model that raised, a broken sandbox) is
 not written; `strict` then raises after the others are stored, so a figure is never computed over fewer episodes
-than were asked for (a rerun plays the lost ones).
+than were asked for (a rerun plays the lost ones). `store_played` is that bookkeeping for any runner: this
+process's scheduler here, Ray actors in components.rollout.ray_envs.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from components.envs.episode import Episode
 from components.envs.protocol import Env
 from components.policies.protocol import Policy
 from components.rollout.jobs import RolloutJob
-from components.rollout.scheduler import RolloutScheduler
+from components.rollout.scheduler import RolloutScheduler, SchedulerStats
 from components.rollout.store import SHARD_SIZE, EpisodeStore
+
+# plays jobs, handing each finished batch of episodes to the callback as it comes
+Runner = Callable[[list[RolloutJob], Callable[[list[Episode]], None]], SchedulerStats]
 
 
 class EpisodesLost(RuntimeError):
@@ -40,11 +44,19 @@ def play_jobs(policy: Policy, env_factory: Callable[[], Env], jobs: Sequence[Rol
               strict: bool = True, on_progress: Callable[[list[Episode]], None] | None = None) -> PlayResult:
     """Play `jobs` with `policy`, each episode on a fresh environment from `env_factory`. A turn whose context
     leaves less than `min_new_tokens` of the policy's context ends its episode (context_limit)."""
+    scheduler = RolloutScheduler(policy, env_factory, workers=workers, max_in_flight=max_in_flight,
+                                 min_new_tokens=min_new_tokens)
+    return store_played(scheduler.run, jobs, out_dir, shard_size=shard_size, strict=strict, on_progress=on_progress)
+
+
+def store_played(run: Runner, jobs: Sequence[RolloutJob], out_dir: Path | str | None = None, *,
+                 shard_size: int = SHARD_SIZE, strict: bool = True,
+                 on_progress: Callable[[list[Episode]], None] | None = None) -> PlayResult:
+    """`jobs` played by `run` (this process's scheduler, or Ray actors: components.rollout.ray_envs), this process
+    the only writer of `out_dir`'s store whichever plays them."""
     order = {job.key: i for i, job in enumerate(jobs)}
     if len(order) != len(jobs):
         raise ValueError("jobs repeat a (task, sample) pair")
-    scheduler = RolloutScheduler(policy, env_factory, workers=workers, max_in_flight=max_in_flight,
-                                 min_new_tokens=min_new_tokens)
     if out_dir is None:
         kept: list[Episode] = []
 
@@ -53,7 +65,7 @@ def play_jobs(policy: Policy, env_factory: Callable[[], Env], jobs: Sequence[Rol
             if on_progress is not None:
                 on_progress(episodes)
 
-        stats = scheduler.run(list(jobs), finished)
+        stats = run(list(jobs), finished)
         played, skipped = len(jobs), 0
     else:
         with EpisodeStore(out_dir, shard_size=shard_size) as store:
@@ -65,7 +77,7 @@ def play_jobs(policy: Policy, env_factory: Callable[[], Env], jobs: Sequence[Rol
                 if on_progress is not None:
                     on_progress(episodes)
 
-            stats = scheduler.run(todo, commit)
+            stats = run(todo, commit)
             kept = [e for e in store.episodes() if (e.task_id, e.sample_index) in order]
         played, skipped = len(todo), len(jobs) - len(todo)
     if strict and stats.failed:

@@ -7,7 +7,7 @@ from components.diag.baselines import RandomExamsAgent
 from components.diag.env import DiagEnvConfig
 from components.diag.evaluate import build_report, run_agent
 from components.rl.multiturn import TurnSampling
-from components.rl.play import play_model
+from components.rl.play import model_policy, play_model
 
 
 def test_a_model_plays_every_case_and_sample_in_batches_reproducibly(rl_train, rl_world, tiny_model):
@@ -59,3 +59,13 @@ def test_a_model_plays_into_validated_shards_resumes_and_draws_alike_in_any_batc
     resumed = play_model(tiny_model, cases, rl_world, config, sampling, samples=2, seed=7, out_dir=tmp_path)
     assert ids(resumed) == ids(whole) and first.read_bytes() == kept and len(shard_paths(tmp_path)) == 2
     assert len(load_episodes_dir(tmp_path, strict=True)) == 6  # every episode once, in shards the suite accepts
+
+
+def test_a_checkpoint_plays_on_the_backend_asked_for_with_its_own_options_on_top():
+    hf = model_policy("ckpt", dtype="bfloat16", batch=8, max_context=1024).backend_config()
+    assert (hf.model, hf.dtype, hf.max_context, hf.max_batch, hf.kv_cache_episodes) == ("ckpt", "bfloat16", 1024, 8, 8)
+    vllm = model_policy("ckpt", "vllm", {"enforce_eager": True, "dtype": "float32", "model": "other"}, dtype="bfloat16",
+                        batch=8, max_context=1024)
+    c = vllm.backend_config()
+    assert vllm.backend == "vllm" and (c.model, c.dtype, c.max_model_len, c.enforce_eager, c.concurrency) == \
+        ("ckpt", "float32", 1024, True, 8)
