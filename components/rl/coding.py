@@ -30,10 +30,9 @@ class CodingGym:
 
     def __init__(self, tasks: Sequence[Task], task_root: Path, env_config: EnvConfig | None = None,
                  backend: Literal["process", "docker", "auto"] = "auto", limits: Limits | None = None):
-        held_out = [t.task_id for t in tasks if t.split != "train"]
-        if held_out:  # GRPO learns from every task it plays: a valid or test task would leak into the policy
-            raise ValueError(f"GRPO trains on train tasks only; task {held_out[0]!r} is of split "
-                             f"{next(t.split for t in tasks if t.task_id == held_out[0])!r}")
+        held = next((t for t in tasks if t.split != "train"), None)
+        if held is not None:  # GRPO learns from every task it plays: a valid or test task would leak into the policy
+            raise ValueError(f"GRPO trains on train tasks only; task {held.task_id!r} is of split {held.split!r}")
         self.items, self.task_root = list(tasks), Path(task_root)
         self.env_config, self.backend, self.limits = env_config or EnvConfig(), backend, limits or Limits()
 

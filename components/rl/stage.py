@@ -64,7 +64,7 @@ def run_coding_grpo(tasks_path: Path, run_dir: Path, settings: CodingGRPOSetting
             "sandbox_runs": sum(t.exec_result is not None for e in episodes for t in e.turns),
             "train_runtime_s": round(run.runtime_s, 1),
             "agent_tokens_per_s": round(agent_tokens / max(run.runtime_s, 1e-9), 2)}
-        mlrun.log_metrics({f"grpo_{k}" if k == "success" else k: float(v) for k, v in figures.items()})
+        mlrun.log_metrics({k: float(v) for k, v in figures.items()})
         with atomic_write(run.model_dir / REWARD_SERIES) as fh:
             json.dump([{"step": s, "reward": r} for s, r in rewards], fh, indent=1)
         (run.model_dir / STAGE_MARKER).write_text(json.dumps(
