@@ -128,7 +128,8 @@ def world_flow(config: PipelineConfig) -> dict[str, Any]:
             run.log_params(flatten(w.lm.model_dump(mode="json")) | {"base_model": d.base_model})
             trained = train_world_model(train[:w.lm.train_cases], d.base_model, world_dir, w.lm.sft,
                                         condition_on_diagnosis=w.lm.condition_on_diagnosis,
-                                        callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
+                                        callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)],
+                                        distributed=config.training.distributed)
             r = trained.result
             run.log_metrics({"rows": trained.data["rows"], "global_step": r.global_step,
                              "train_tokens": r.tokens, "tokens_per_s": r.tokens_per_s,
@@ -168,7 +169,7 @@ def cold_start_flow(config: PipelineConfig) -> dict[str, Any]:
                                                                          "cases": len(cases), "world": digest})
         done = cold_start(cases, world, d.base_model, PROJECT_ROOT / paths["cold_start"], d.cold_start.sft, d.env,
                           callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)],
-                          episodes_per_case=d.cold_start.episodes_per_case)
+                          episodes_per_case=d.cold_start.episodes_per_case, distributed=config.training.distributed)
         r = done.result
         run.log_metrics({"oracle_episodes": done.episodes, "rows": done.correct, "global_step": r.global_step,
                          "train_tokens": r.tokens, "tokens_per_s": r.tokens_per_s,
@@ -179,7 +180,8 @@ def cold_start_flow(config: PipelineConfig) -> dict[str, Any]:
 
 @flow(name="diag-grpo", log_prints=True)
 def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
-    from components.rl.grpo import load_grpo_episodes, train_grpo
+    from components.rl.grpo import load_grpo_episodes
+    from components.rl.grpo_launch import launch_grpo
 
     d, paths = _settings(config), diag_paths(config)
     _, splits = _cases(config)
@@ -188,8 +190,10 @@ def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
     with training_run(config.tracking, "diag-grpo", PROJECT_ROOT) as run:
         run.set_tags({"medgym.stage": "diag.grpo", "medgym.profile": config.profile})
         run.log_params(flatten(s.model_dump(mode="json")) | {"cases": len(cases), "world": digest})
-        done = train_grpo(cases, world, str(PROJECT_ROOT / paths["cold_start"] / MERGED), PROJECT_ROOT / paths["grpo"],
-                          s, d.env, callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)])
+        done = launch_grpo(cases, world, str(PROJECT_ROOT / paths["cold_start"] / MERGED), PROJECT_ROOT / paths["grpo"],
+                           s, d.env, distributed=config.training.distributed,
+                           callbacks=[MlflowStepLogger(run.tracking_uri, run.run_id)],
+                           tracking=(run.tracking_uri, run.run_id))
         episodes = load_grpo_episodes(done.out_dir)
         agent_tokens = sum(e.completion_tokens or 0 for e in episodes)
         rewards = [h["reward"] for h in done.log_history if "reward" in h]

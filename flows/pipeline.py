@@ -27,7 +27,7 @@ from components.pipeline.dvc import dvc_file, dvc_session, metrics_path
 from components.pipeline.kinds import kind_of
 from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
-from components.pipeline.provenance import config_params, dvc_versions, provenance_tags
+from components.pipeline.provenance import config_params, dvc_versions, environment_tags, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, stage_key
 from components.policies.engines import VLLMServers
 from components.profile.config import PipelineConfig, load_config
@@ -92,6 +92,7 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
             say(f"carrying on under the {'dvc repro' if session else 'interrupted pipeline'} run {resume}")
         parent.set_tags({"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
                          "medgym.stages": ",".join(stages), **provenance_tags(PROJECT_ROOT),
+                         **environment_tags(plan.cfg, PROJECT_ROOT),
                          **({"medgym.dvc_session": session} if session else {})})
         parent.log_params(params)
         tracked = plan.cfg.tracking.model_copy(update={"parent_run_id": parent.run_id})

@@ -35,7 +35,7 @@ from components.envs.episode import Sampling
 from components.policies.protocol import GenerationRequest, Policy
 
 if TYPE_CHECKING:  # training imports torch and TRL: only when a model is trained
-    from components.training.config import SFTSettings
+    from components.training.config import DistributedSettings, SFTSettings
     from components.training.trainers import TrainResult
 
 SEPARATOR = "\n<SEP>\n"  # between DiagGym's events
@@ -166,13 +166,16 @@ class WorldTraining:
 
 def train_world_model(cases: Iterable[Case], base_model: str, out_dir: Path | str,
                       settings: SFTSettings | None = None, *,
-                      condition_on_diagnosis: bool = False, callbacks: list[Any] | None = None) -> WorldTraining:
+                      condition_on_diagnosis: bool = False, callbacks: list[Any] | None = None,
+                      distributed: DistributedSettings | None = None) -> WorldTraining:
     """SFT of `base_model` on `cases`' results (the schedule's max_length bounds each example), in `<out_dir>/run`
-    (resumed from its checkpoints); a LoRA adapter is merged into `<out_dir>/merged`."""
+    (resumed from its checkpoints); a LoRA adapter is merged into `<out_dir>/merged`. `distributed` launches it as
+    the pipeline's training stages are (in this process by default)."""
     from components.training.config import SFTSettings
     from components.training.data import EmptyDatasetError
     from components.training.models import is_adapter, load_tokenizer, merge_and_save
-    from components.training.trainers import MERGED, TrainJob, train
+    from components.training.stage import launch_rows
+    from components.training.trainers import MERGED, TrainJob
 
     settings = settings or SFTSettings()
     out_dir = Path(out_dir)
@@ -184,7 +187,7 @@ def train_world_model(cases: Iterable[Case], base_model: str, out_dir: Path | st
     # the rows go to train() directly: dataset_dir is only read when no rows are given
     job = TrainJob(method="sft", base_model=base_model, dataset_dir=out_dir / "run", out_dir=out_dir / "run",
                    sft=settings)
-    result = train(job, data.rows, callbacks)
+    result = launch_rows(job, data.rows, distributed, log_to=out_dir / "run.launch.log", callbacks=callbacks)
     model_dir = result.final_dir
     if is_adapter(model_dir):
         model_dir = merge_and_save(model_dir, out_dir / MERGED)

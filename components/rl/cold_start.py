@@ -24,10 +24,11 @@ from components.envs.episode import Episode, save_episodes
 from components.policies.models import resolve_model
 from components.policies.tokens import ChatTokens
 from components.rl.oracle import oracle_episodes
-from components.training.config import Schedule, SFTSettings
+from components.training.config import DistributedSettings, Schedule, SFTSettings
 from components.training.data import sft_examples
 from components.training.models import is_adapter, load_tokenizer, merge_and_save
-from components.training.trainers import MERGED, TrainJob, TrainResult, train
+from components.training.stage import launch_rows
+from components.training.trainers import MERGED, TrainJob, TrainResult
 
 ORACLE_EPISODES = "oracle_episodes.jsonl"
 
@@ -45,9 +46,10 @@ def oracle_rows(episodes: Sequence[Episode], chat: ChatTokens, max_tokens: int |
 
 def cold_start(cases: Sequence[Case], world: WorldModel, base_model: str, out_dir: Path | str,
                settings: SFTSettings | None = None, env_config: DiagEnvConfig | None = None,
-               callbacks: list[Any] | None = None, episodes_per_case: int = 1) -> ColdStart:
+               callbacks: list[Any] | None = None, episodes_per_case: int = 1,
+               distributed: DistributedSettings | None = None) -> ColdStart:
     """`episodes_per_case` oracle episodes of each of `cases` (train split) → SFT → `<out_dir>/merged`. The episodes
-    are kept beside it."""
+    are kept beside it. `distributed` launches the SFT as the pipeline's stages are (in this process by default)."""
     out = Path(out_dir)
     # one episode per micro-batch by default: SmolLM2's activations for a packed batch of four (~6k tokens) peak
     # near 18 GB on CPU
@@ -58,7 +60,7 @@ def cold_start(cases: Sequence[Case], world: WorldModel, base_model: str, out_di
     rows = oracle_rows(episodes, chat, settings.schedule.max_length)
     # the rows are passed in, so the job's dataset folder is never read; a rerun resumes from <out>/sft checkpoints
     job = TrainJob(method="sft", base_model=base_model, dataset_dir=out, out_dir=out / "sft", sft=settings)
-    result = train(job, rows, callbacks)
+    result = launch_rows(job, rows, distributed, log_to=out / "sft.launch.log", callbacks=callbacks)
     model_dir = out / MERGED
     if is_adapter(result.final_dir):
         merge_and_save(result.final_dir, model_dir)

@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
@@ -41,6 +41,9 @@ class TrackingConfig(BaseModel):
     # for AWS), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION. Secrets stay out of the profile.
     artifact_uri: S3Uri | None = None
     experiment: str = "medgym"
+    # how a training stage logs its merged model: a copy in the artifact store (loadable with mlflow.transformers), or
+    # by reference, the folder's path and content digest only (a 7B model is 15 GB; see components/tracking/reference.py)
+    log_model: Literal["copy", "reference"] = "copy"
     # set by the pipeline for the stages it runs: their runs nest under its run
     parent_run_id: str | None = None
 

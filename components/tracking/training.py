@@ -108,6 +108,18 @@ class TrainingRun:
                                                   pip_requirements=pinned_requirements())
         return info.model_uri
 
+    def log_model_reference(self, model_dir: Path, name: str = "model", task: str = "text-generation") -> str:
+        """The model as an external LoggedModel of this run: its folder's path, digest and size, no weights
+        (components/tracking/reference.py). Returns its `models:/<model_id>` URI."""
+        from components.tracking.reference import reference
+
+        ref = reference(model_dir)
+        tags = ref.tags(task)
+        model = self.mlflow.create_external_model(name=name, source_run_id=self.run_id, tags=tags,
+                                                  model_type="reference")
+        self.mlflow.set_tags(tags)
+        return str(model.model_uri)
+
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         self.mlflow.log_artifact(str(path), artifact_path=artifact_path)
 

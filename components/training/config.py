@@ -146,11 +146,35 @@ class CodingGRPOSettings(GRPOKnobs):
 
 
 class DistributedSettings(_Strict):
-    processes: int = Field(default=1, ge=1, description="accelerate processes (one per GPU; CPU processes here)")
+    """How training is launched. The machine fields are also read from the environment
+    (components/training/launcher.py says which names, in which order)."""
+
+    processes: int = Field(default=1, ge=1, description="accelerate processes per machine (one per GPU; CPU "
+                           "processes here)")
     deepspeed: Literal["none", "zero2", "zero3", "zero3_offload"] = "none"
+    num_machines: int | None = Field(default=None, ge=1, description="machines of a multi-node launch "
+                                     "(MEDGYM_NUM_MACHINES overrides it; None: SLURM_NNODES or NNODES, else 1)")
+    machine_rank: int | None = Field(default=None, ge=0, description="this machine's rank "
+                                     "(MEDGYM_MACHINE_RANK overrides it; None: SLURM_NODEID or NODE_RANK, else 0)")
+    main_addr: str | None = Field(default=None, description="address of the rank-0 machine "
+                                  "(MEDGYM_MAIN_ADDR overrides it; None: MASTER_ADDR, else 127.0.0.1)")
+    main_port: int | None = Field(default=None, gt=0, lt=65536, description="its rendezvous port "
+                                  "(MEDGYM_MAIN_PORT overrides it; None: MASTER_PORT, else 29500; on one machine a free "
+                                  "port)")
+    liger_kernels: bool = Field(default=False, description="Liger's Triton kernels for the model's layers (RMSNorm, "
+                                "RoPE, SwiGLU: less activation memory on long rows); needs a CUDA GPU and the "
+                                "liger-kernel package. The loss is chunked without it: TRL's fused LM head never "
+                                "materialises the logits of a whole row")
     child_process: bool = Field(default=False, description="train a one-process run in a child process too: what "
                                 "training allocated goes back to the system when it ends, instead of staying in the "
                                 "caller's heap (a launch of several processes always runs in children)")
+
+
+class CheckpointSettings(_Strict):
+    keep: Literal["all", "last", "none"] = Field(
+        default="all", description="a stage's intermediate checkpoints once its merged model is written and recorded: "
+        "all kept, the last kept (a rerun asking more steps continues from it), or none (a ZeRO-3 checkpoint of a 7B "
+        "model is about 105 GB)")
 
 
 class TrainingConfig(_Strict):
@@ -162,3 +186,4 @@ class TrainingConfig(_Strict):
     verifier: VerifierSettings = Field(default_factory=VerifierSettings)
     grpo: CodingGRPOSettings = Field(default_factory=CodingGRPOSettings)
     distributed: DistributedSettings = Field(default_factory=DistributedSettings)
+    checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)

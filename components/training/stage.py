@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,7 +28,7 @@ from components.common.paths import PROJECT_ROOT
 from components.envs.episode import Episode, Outcome
 from components.policies.tokens import ChatTokens, episode_token_ids
 from components.training import data
-from components.training.config import DPOSettings, SFTSettings, TrainingConfig, VerifierSettings
+from components.training.config import DistributedSettings, DPOSettings, SFTSettings, TrainingConfig, VerifierSettings
 from components.training.models import is_adapter, load_tokenizer, merge_and_save
 from components.training.trainers import FINAL, Method, TrainJob, TrainResult, read_result
 from components.training.verifier import NO, YES, VerifierScorer, answer_ids, question_ids
@@ -300,43 +301,83 @@ def verifier_model(verifier: StageDirs, needed_by: str) -> Path:
 
 
 # ---------------------------------------------------------------------- launch
-def launch(job: TrainJob, processes: int = 1, deepspeed: str = "none", log_to: Path | None = None,
-           child_process: bool = False) -> TrainResult:
-    """Train in this process, in one child process (`child_process`), or under `accelerate launch` on `processes`
-    processes (DeepSpeed if asked)."""
-    single = processes == 1 and deepspeed == "none"
-    if single and not child_process:
+def launch(job: TrainJob, distributed: DistributedSettings | None = None, log_to: Path | None = None, *,
+           gpus: int | None = None, env: Mapping[str, str] | None = None) -> TrainResult:
+    """Train in this process, in one child process (`child_process`), or under `accelerate launch` on the
+    settings' processes and machines (DeepSpeed if asked). `gpus` (default: the devices torch sees) picks the
+    accelerate file; `env` (default: os.environ) is where the machines are read (components/training/launcher.py)."""
+    from components.training import launcher
+
+    distributed = distributed or DistributedSettings()
+    if launcher.in_process(distributed, launcher.resolve_machines(distributed, env)) and not distributed.child_process:
         from components.training.trainers import train
 
         return train(job)
-    job.out_dir.mkdir(parents=True, exist_ok=True)
-    fd, job_file = tempfile.mkstemp(prefix=".job.", suffix=".json", dir=job.out_dir)
+    launch_worker(launcher.WORKER, job.model_dump_json(), job.out_dir, distributed, log_to, gpus=gpus, env=env)
+    # every machine writes into the same run folder (shared storage on a multi-node launch): rank 0's result
+    return read_result(job.out_dir)
+
+
+def launch_worker(worker: str, job_json: str, out_dir: Path, distributed: DistributedSettings,
+                  log_to: Path | None = None, *, gpus: int | None = None, env: Mapping[str, str] | None = None) -> None:
+    """Run `python -m <worker> <job file>` in one child process, or under `accelerate launch` on the settings'
+    processes and machines: the one launcher of every trainer (this module's, DiagGym's GRPO)."""
+    from components.training import launcher
+
+    env = os.environ if env is None else env
+    machines = launcher.resolve_machines(distributed, env)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, job_file = tempfile.mkstemp(prefix=".job.", suffix=".json", dir=out_dir)
     with os.fdopen(fd, "w") as fh:
-        fh.write(job.model_dump_json())
-    if single:  # one rank needs no launcher, and its progress bar (with its ETA) stays on the caller's terminal
-        cmd, env, log_to = [sys.executable, "-m", "components.training.worker", job_file], dict(os.environ), None
+        fh.write(job_json)
+    if launcher.in_process(distributed, machines):  # one rank needs no launcher, and its progress bar stays here
+        cmd, child_env, log_to = [sys.executable, "-m", worker, job_file], dict(env), None
     else:
-        config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
-               "--num_processes", str(processes), "-m", "components.training.worker", job_file]
-        env = {**os.environ, **launch_env(processes)}
+        gpus = launcher.gpu_count() if gpus is None else gpus
+        cmd = launcher.accelerate_command(sys.executable, job_file, distributed, machines, gpus,
+                                          free_port=_free_port(), worker=worker)
+        child_env = {**env, **launch_env(distributed.processes, gpus)}
+        log.info("launching %s on machine %d of %d (%s)", worker, machines.machine_rank, machines.num_machines,
+                 ", ".join(f"{k} from {v}" for k, v in machines.sources.items()))
     try:
-        with open(log_to, "a") if log_to else contextlib.nullcontext() as log:
-            output = {"stdout": log, "stderr": subprocess.STDOUT} if log else {}
-            proc = subprocess.run(cmd, env=env, cwd=PROJECT_ROOT, check=False, **output)
+        with open(log_to, "a") if log_to else contextlib.nullcontext() as log_file:
+            output = {"stdout": log_file, "stderr": subprocess.STDOUT} if log_file else {}
+            proc = subprocess.run(cmd, env=child_env, cwd=PROJECT_ROOT, check=False, **output)
         if proc.returncode != 0:
             raise RuntimeError(f"training launch exited {proc.returncode}: {' '.join(cmd)}"
                                + (f"; see {log_to}" if log_to else ""))
     finally:
         os.unlink(job_file)
-    return read_result(job.out_dir)
 
 
-def launch_env(processes: int) -> dict[str, str]:
+def launch_rows(job: TrainJob, rows: list[dict[str, Any]], distributed: DistributedSettings | None = None,
+                log_to: Path | None = None, callbacks: list[Any] | None = None) -> TrainResult:
+    """Train rows a caller built in memory (DiagGym's world model and cold start) through the same launcher as the
+    pipeline's stages. In this process they go to the trainer as they are; a launch writes them beside the run as
+    JSON lines for its ranks to read, and `callbacks` (objects, not JSON) stay behind: a launched run's per-step
+    metrics reach MLflow only where the job names a tracking_uri and run_id."""
+    from components.training import launcher
+
+    distributed = distributed or DistributedSettings()
+    job = job.model_copy(update={"liger_kernels": distributed.liger_kernels})
+    if launcher.in_process(distributed, launcher.resolve_machines(distributed)) and not distributed.child_process:
+        from components.training.trainers import train
+
+        return train(job, rows, callbacks)
+    path = job.out_dir / "rows.jsonl"
+    job.out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as fh:
+        fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+    return launch(job.model_copy(update={"rows_file": path}), distributed, log_to)
+
+
+def launch_env(processes: int, gpus: int | None = None) -> dict[str, str]:
     """CPU-only settings for a multi-process launch; a GPU node needs none of them."""
-    import torch
+    if gpus is None:
+        from components.training.launcher import gpu_count
 
-    if torch.cuda.is_available():
+        gpus = gpu_count()
+    if gpus > 0:
         return {}
     threads = max(1, (os.cpu_count() or 1) // processes)
     return {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": str(threads), "ACCELERATE_USE_CPU": "true",
@@ -376,9 +417,9 @@ def run_stage(cfg: TrainingProfile, method: Method, dirs: StageDirs, init: str, 
                               "deepspeed": dist.deepspeed, **settings.model_dump(mode="json")}))
         run.log_dataset(data_dir, manifest)
         job = TrainJob(method=method, base_model=base, dataset_dir=data_dir, out_dir=out,
-                       tracking_uri=run.tracking_uri, run_id=run.run_id, **{method: settings})
-        result = launch(job, dist.processes, dist.deepspeed, log_to=out.parent / f"{name}.launch.log",
-                        child_process=dist.child_process)
+                       tracking_uri=run.tracking_uri, run_id=run.run_id, liger_kernels=dist.liger_kernels,
+                       **{method: settings})
+        result = launch(job, dist, log_to=out.parent / f"{name}.launch.log")
         run.log_metrics({"train_runtime_s": result.runtime_s, "train_tokens": result.tokens,
                          "train_tokens_per_s": result.tokens_per_s, "global_step": result.global_step,
                          **({"train_loss_final": result.train_loss} if result.train_loss is not None else {})})
@@ -397,9 +438,31 @@ def run_stage(cfg: TrainingProfile, method: Method, dirs: StageDirs, init: str, 
             {"method": method, "stage": name, "kind": kind, "run_id": run.run_id, "dataset": manifest.content_hash,
              "init": base}, indent=1))
         uri = None
+        task = "text-classification" if kind == "reward" else "text-generation"
         if log_model:
-            uri = run.log_model(model_dir, task="text-classification" if kind == "reward" else "text-generation")
+            by_reference = cfg.tracking.log_model == "reference"
+            uri = (run.log_model_reference if by_reference else run.log_model)(model_dir, task=task)
+        # the merged model is written and recorded: the checkpoints it came from are only for resuming this run
+        pruned = prune_checkpoints(out, cfg.training.checkpoints.keep)
+        run.log_metrics({"checkpoints_pruned": len(pruned)})
         return StageOutput(method, result, model_dir, run.run_id, uri)
+
+
+def prune_checkpoints(run_dir: Path, keep: str) -> list[Path]:
+    """Remove a run's intermediate `checkpoint-<step>` folders by the keep policy: `all` keeps them, `last` keeps the
+    newest (a rerun asking more steps continues from it), `none` keeps none. Returns those removed."""
+    import shutil
+
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    if keep == "all":
+        return []
+    steps = sorted((int(p.name.rsplit("-", 1)[1]), p) for p in run_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+                   if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit())
+    doomed = [p for _, p in (steps[:-1] if keep == "last" else steps)]
+    for p in doomed:
+        shutil.rmtree(p)
+    return doomed
 
 
 def _claim_run_dir(out: Path, content_hash: str, base: str) -> None:

@@ -43,6 +43,9 @@ class TrainJob(BaseModel):
     sft: SFTSettings | None = None
     dpo: DPOSettings | None = None
     verifier: VerifierSettings | None = None
+    rows_file: Path | None = Field(default=None, description="rows a caller built in memory (DiagGym's world model "
+                                   "and cold start), as JSON lines, read instead of dataset_dir by launched ranks")
+    liger_kernels: bool = Field(default=False, description="training.distributed.liger_kernels")
     tracking_uri: str | None = Field(default=None, description="MLflow store that per-step metrics go to")
     run_id: str | None = None
     report_tokens: bool = True
@@ -84,6 +87,23 @@ def training_args(schedule: Schedule, out_dir: Path, **extra: Any) -> dict[str, 
     )
 
 
+def kernel_args(liger: bool) -> dict[str, Any]:
+    """TrainingArguments' Liger fields (training.distributed.liger_kernels). TRL's SFT and DPO trainers already score
+    through a chunked, fused LM head (the logits of a long packed row are never materialised), and refuse Liger's own
+    fused cross-entropy; what Liger adds is its layer kernels, which are Triton: a CUDA GPU and the package."""
+    if not liger:
+        return {}
+    import importlib.util
+
+    if importlib.util.find_spec("liger_kernel") is None:
+        raise ValueError("training.distributed.liger_kernels is true, and the liger-kernel package is not installed "
+                         "(install liger-kernel on the GPU node, or set liger_kernels: false)")
+    if not _cuda():
+        raise ValueError("training.distributed.liger_kernels is true, and no CUDA GPU is visible: Liger's kernels are "
+                         "Triton GPU kernels (set liger_kernels: false to train on the CPU)")
+    return {"use_liger_kernel": True}
+
+
 def _cuda() -> bool:
     import torch
 
@@ -102,7 +122,8 @@ def sft_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     s: SFTSettings | VerifierSettings = job.settings()  # the generative verifier is SFT on its YES/NO rows
     packing = getattr(s, "packing", True)
     data = Dataset.from_list([{"input_ids": r["input_ids"], "assistant_masks": r["loss_mask"]} for r in rows])
-    fields = training_args(s.schedule, job.out_dir, max_length=s.schedule.max_length, packing=packing,
+    fields = training_args(s.schedule, job.out_dir, **kernel_args(job.liger_kernels),
+                           max_length=s.schedule.max_length, packing=packing,
                            packing_strategy="bfd", padding_free=packing, dataset_num_proc=None,
                            model_init_kwargs={"attn_implementation": packed_attention.register()})
     if packing:  # a padding-free row holds no padding: "non_padding" would count ids != pad, and pad is often eos
@@ -123,7 +144,8 @@ def dpo_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     cols = ("prompt_ids", "chosen_ids", "rejected_ids", "chosen_mask", "rejected_mask")
     data = Dataset.from_list([{c: r[c] for c in cols} for r in rows
                               if len(r["prompt_ids"]) < s.schedule.max_length])
-    args = DPOConfig(**training_args(s.schedule, job.out_dir, max_length=s.schedule.max_length, beta=s.beta,
+    args = DPOConfig(**training_args(s.schedule, job.out_dir, **kernel_args(job.liger_kernels),
+                                     max_length=s.schedule.max_length, beta=s.beta,
                                      loss_type=[s.loss_type], remove_unused_columns=False))
     tokenizer = load_tokenizer(job.base_model)
     trainer_cls = _masked_dpo_trainer()
@@ -174,7 +196,8 @@ def reward_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[An
 
     s = job.settings()
     data = Dataset.from_list([{"chosen_ids": r["chosen_ids"], "rejected_ids": r["rejected_ids"]} for r in rows])
-    args = RewardConfig(**training_args(s.schedule, job.out_dir, max_length=s.schedule.max_length))
+    args = RewardConfig(**training_args(s.schedule, job.out_dir, **kernel_args(job.liger_kernels),
+                                        max_length=s.schedule.max_length))
     tokenizer = load_tokenizer(job.base_model)
     return RewardTrainer(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
                          processing_class=tokenizer, peft_config=_peft(s.lora, "SEQ_CLS", ["score"]),
@@ -196,6 +219,9 @@ def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: li
     from components.training.datasets import read_dataset
     from components.training.verifier import trainer_rows
 
+    if rows is None and job.rows_file is not None:
+        with open(job.rows_file, encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
     if rows is None:
         _, rows = read_dataset(job.dataset_dir)
     if job.method == "verifier":

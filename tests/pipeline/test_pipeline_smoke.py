@@ -97,6 +97,11 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
         assert [m.step for m in client.get_metric_history(grpo_run.info.run_id, key)] == [1, 2], key
     assert grpo_run.data.metrics["global_step"] == 2 and grpo_run.data.tags["medgym.method"] == "grpo"
     assert parent.data.params["training.dpo.beta"] == "0.1" and len(parent.data.tags["medgym.git.commit"]) == 40
+    # what reproducing it needs beyond the commit: the libraries, the accelerator, the base checkpoint's content
+    from importlib.metadata import version
+
+    assert parent.data.tags["medgym.lib.trl"] == version("trl") and "medgym.gpu.count" in parent.data.tags
+    assert len(parent.data.tags["medgym.base_model.sha256"]) == 64
     # its DVC versions are its own pipeline's (pipelines/smoke/dvc.lock, never reproduced here), not the demo's
     assert not any(k.startswith("dvc.") for k in parent.data.params)
     assert parent.data.metrics["pipeline.wall_s"] > 0 and "round1-dpo.wall_s" in parent.data.metrics

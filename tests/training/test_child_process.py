@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from components.training.config import LoraSettings, Schedule, SFTSettings
+from components.training.config import DistributedSettings, LoraSettings, Schedule, SFTSettings
 from components.training.datasets import write_dataset
 from components.training.stage import launch
 from components.training.trainers import TrainJob
@@ -26,7 +26,7 @@ def _job(tiny_model, tmp_path, steps: int = 2) -> TrainJob:
 
 def test_a_child_process_trains_the_steps_and_the_caller_reads_its_result(tiny_model, tmp_path):
     job = _job(tiny_model, tmp_path)
-    result = launch(job, child_process=True)
+    result = launch(job, DistributedSettings(child_process=True))
 
     rank = json.loads((job.out_dir / "rank-0.json").read_text())
     assert rank["pid"] != os.getpid()  # it trained elsewhere
@@ -39,5 +39,5 @@ def test_a_failing_child_raises_here_and_leaves_no_job_file(tiny_model, tmp_path
     job = _job(tiny_model, tmp_path)
     (job.dataset_dir / "rows.jsonl").write_text("{not json\n")
     with pytest.raises(RuntimeError, match="training launch exited"):
-        launch(job, child_process=True)
+        launch(job, DistributedSettings(child_process=True))
     assert not list(job.out_dir.glob(".job.*"))

@@ -1,4 +1,5 @@
-"""A real 2-process DeepSpeed ZeRO-2 SFT run on CPU through `accelerate launch`, the command GPU nodes use."""
+"""Real 2-process runs on CPU through `accelerate launch`, the command GPU nodes use: DeepSpeed ZeRO-2 SFT of a
+pipeline stage, and DiagGym's LM world model under plain DDP through the same launcher."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 
 import pytest
 
-from components.training.config import LoraSettings, Schedule, SFTSettings
+from components.training.config import DistributedSettings, LoraSettings, Schedule, SFTSettings
 from components.training.data import SFTExample
 from components.training.datasets import write_dataset
 from components.training.stage import launch
@@ -36,7 +37,7 @@ def test_zero2_two_processes_take_the_same_steps_and_save_a_loadable_model(tiny_
                    sft=SFTSettings(packing=True, lora=LoraSettings(enabled=False),
                                    schedule=Schedule(max_steps=steps, batch_size=2, max_length=256, logging_steps=1,
                                                      save_steps=100, precision="fp32")))
-    result = launch(job, processes=2, deepspeed="zero2", log_to=tmp_path / "launch.log")
+    result = launch(job, DistributedSettings(processes=2, deepspeed="zero2"), log_to=tmp_path / "launch.log")
 
     assert result.processes == 2
     ranks = [json.loads((job.out_dir / f"rank-{r}.json").read_text()) for r in (0, 1)]
@@ -55,3 +56,48 @@ def test_zero2_two_processes_take_the_same_steps_and_save_a_loadable_model(tiny_
     changed = [n for (n, p), (_, q) in zip(before.named_parameters(), after.named_parameters(), strict=True)
                if not torch.equal(p, q)]
     assert changed, "ZeRO-2 training changed no weight"
+
+
+@pytest.mark.timeout(900)
+def test_the_lm_world_model_trains_on_two_ddp_processes_through_the_launcher(tiny_model, tmp_path):
+    from components.diag.cohort import CohortConfig, build_cohort
+    from components.diag.lm_world import train_world_model
+
+    cases = [c for c in build_cohort(CohortConfig(patients=20, seed=3)) if c.split == "train"][:2]
+    steps = 2
+    settings = SFTSettings(packing=True, lora=LoraSettings(enabled=False),
+                           schedule=Schedule(max_steps=steps, batch_size=2, max_length=512, logging_steps=1,
+                                             save_steps=100, precision="fp32"))
+    trained = train_world_model(cases, str(tiny_model), tmp_path / "world", settings,
+                                distributed=DistributedSettings(processes=2))
+
+    run = tmp_path / "world" / "run"
+    ranks = [json.loads((run / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert len({r["pid"] for r in ranks}) == 2 and [r["global_step"] for r in ranks] == [steps, steps]
+    assert trained.result.processes == 2 and trained.result.global_step == steps
+    assert (tmp_path / "world" / "run.launch.log").is_file()  # the ranks' output, beside the run
+    # the launched ranks read the rows the caller built, not a dataset folder
+    assert sum(1 for _ in (run / "rows.jsonl").open()) == trained.data["rows"]
+    assert (trained.model_dir / "model.safetensors").is_file()
+
+
+@pytest.mark.timeout(900)
+def test_grpo_takes_a_step_on_two_processes_each_playing_its_own_samples(tiny_model, tmp_path):
+    from components.diag.cohort import CohortConfig, build_cohort
+    from components.diag.world import StatisticalWorldModel
+    from components.rl.grpo import GRPOSettings, load_grpo_episodes
+    from components.rl.grpo_launch import launch_grpo
+
+    train = [c for c in build_cohort(CohortConfig(patients=20, seed=3)) if c.split == "train"]
+    settings = GRPOSettings(num_generations=2, prompts_per_step=1, max_turns=2, max_new_tokens=8, steps=1,
+                            lora=LoraSettings(enabled=False), precision="fp32", save_steps=100)
+    run = launch_grpo(train[:2], StatisticalWorldModel.fit(train, seed=0), str(tiny_model), tmp_path / "grpo",
+                      settings, distributed=DistributedSettings(processes=2))
+
+    assert run.global_step == 1 and (run.model_dir / "model.safetensors").is_file()
+    # one generation batch of 2 x 2 episodes: each rank played its own half, under its own episode ids
+    files = sorted(p.name for p in (tmp_path / "grpo" / "episodes").glob("*.jsonl"))
+    assert files == ["step-00000-rank0.jsonl", "step-00000-rank1.jsonl"]
+    episodes = load_grpo_episodes(tmp_path / "grpo")
+    assert len(episodes) == run.episodes == 4 and len({e.episode_id for e in episodes}) == 4
+    assert (tmp_path / "grpo.launch.log").is_file()

@@ -25,8 +25,10 @@ from components.pipeline.plan import (
     trainings,
 )
 from components.rl.grpo import REWARD_SERIES
-from components.training.stage import DEEPSPEED_DIR, LOSS_SERIES
+from components.training.config import DistributedSettings
+from components.training.launcher import describe
 from components.training.stage import KINDS as METHODS
+from components.training.stage import LOSS_SERIES
 
 
 @stage_kind
@@ -96,7 +98,7 @@ class Train(StageKind):
                 "learning_rate": s.schedule.learning_rate, "epochs": s.schedule.epochs,
                 "max_steps": s.schedule.max_steps, "lora": s.lora.enabled, **extra,
                 "processes": dist.processes, "deepspeed": dist.deepspeed,
-                "launch": launch_command(dist.processes, dist.deepspeed)}
+                "launch": launch_command(dist)}
 
 
 @stage_kind
@@ -158,10 +160,6 @@ class Grpo(StageKind):
                 "lora": s.lora.enabled, "out": str(run_dir(plan.cfg, GRPO))}  # type: ignore[arg-type]
 
 
-def launch_command(processes: int, deepspeed: str) -> str:
-    if processes == 1 and deepspeed == "none":
-        return "in process (one CPU or GPU)"
-    config = DEEPSPEED_DIR / "accelerate" / ("multi_cpu.yaml" if deepspeed == "none" else f"{deepspeed}.yaml")
-    return (f"{Path(sys.executable).name} -m accelerate.commands.launch --config_file "
-            f"{config.relative_to(PROJECT_ROOT)} --num_processes {processes} "
-            "-m components.training.worker <job.json>")
+def launch_command(distributed: DistributedSettings, gpus: int | None = None) -> str:
+    """The launch as a dry run shows it, for the machines the environment names here (training/launcher.py)."""
+    return describe(distributed, gpus, python=Path(sys.executable).name)
