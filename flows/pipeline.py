@@ -265,8 +265,8 @@ def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
     trained = plan[selection.chosen]
     assert trained.method is not None
     versions = dvc_versions(PROJECT_ROOT)
-    data = dataset_dir(cfg, trained.method, trained.name)
-    versions[f"dataset.{trained.name}"] = read_manifest(data).content_hash
+    if trained.kind == "train":  # online GRPO plays its own episodes: it has no dataset to version
+        versions[f"dataset.{trained.name}"] = read_manifest(dataset_dir(cfg, trained.method, trained.name)).content_hash
     decision = register_flow(config=cfg, rollout=selection.test_rollout, baseline=plan.baseline(),
                              model_dir=str(PROJECT_ROOT / merged_dir(cfg, trained.method, trained.name)),
                              data_versions=versions, selection=selection)

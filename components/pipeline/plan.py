@@ -1,7 +1,8 @@
 """The pipeline's plan: which stages a profile runs, in what order, what each one reads, and what it writes.
 
 A stage is one of: `suite` (build or import the tasks), a rollout of the profile (`teacher`, `base`, `sft_test`,
-...), a training stage (`sft`, `verifier`, `dpo`, and per self-improvement round `round<r>-sft`, `round<r>-dpo`),
+...), a training stage (`sft`, `verifier`, `dpo`, and per self-improvement round `round<r>-sft`, `round<r>-dpo`;
+`grpo`, which plays its own episodes on the train tasks instead of reading a rollout's),
 `evaluate` (the leaderboard of every held-out rollout, the valid ones in a board of their own) and `register` (the
 chosen model into the registry).
 Each kind of stage is one object (components/pipeline/kinds/) that builds its stages from the profile; this module
@@ -24,11 +25,11 @@ from pathlib import Path
 from components.pipeline.kinds import family
 from components.pipeline.paths import merged_dir
 from components.profile.config import PipelineConfig, RolloutProfile
-from components.training.config import DPOSettings, SFTSettings, VerifierSettings
+from components.training.config import CodingGRPOSettings, DPOSettings, SFTSettings, VerifierSettings
 from components.training.stage import KINDS
 from components.training.trainers import Method
 
-SUITE, EVALUATE, REGISTER, SELF_IMPROVE = "suite", "evaluate", "register", "self_improve"
+SUITE, EVALUATE, REGISTER, SELF_IMPROVE, GRPO = "suite", "evaluate", "register", "self_improve", "grpo"
 TRAIN_ORDER: tuple[Method, ...] = ("sft", "verifier", "dpo")
 
 
@@ -41,8 +42,8 @@ class Stage:
     name: str
     kind: str  # a registered StageKind's name (components/pipeline/kinds/)
     needs: tuple[str, ...] = ()
-    method: Method | None = None  # training stages
-    settings: SFTSettings | DPOSettings | VerifierSettings | None = None  # training stages, as they will train
+    method: Method | None = None  # training stages (the grpo stage's is "grpo")
+    settings: SFTSettings | DPOSettings | VerifierSettings | CodingGRPOSettings | None = None  # as they will train
     round: int = 0  # self-improvement round (0: the first pass)
     outputs: tuple[Path, ...] = ()  # what a changed key clears before the stage reruns
 
@@ -101,7 +102,7 @@ class Plan:
 
         tests, valids = self.test_rollouts(), self.valid_rollouts()
         return [Policy(s, playing(s.name, tests), playing(s.name, valids))
-                for s in self.stages if s.kind == "train" and s.method != "verifier"]
+                for s in self.stages if (s.kind == "train" and s.method != "verifier") or s.kind == GRPO]
 
     def on_valid(self) -> list[Policy]:
         """The candidates for registration: the trained policies a valid rollout plays (empty: no choice on valid)."""
@@ -181,8 +182,11 @@ def trainings(cfg: PipelineConfig) -> list[Training]:
 
 
 def trained(cfg: PipelineConfig) -> dict[str, Method]:
-    """The training stages the profile runs, by name, with their methods."""
-    return {name: method for name, method, _, r in trainings(cfg) if r or method in cfg.training.model_fields_set}
+    """The training stages the profile runs, by name, with their methods (online GRPO's is a method of its own)."""
+    methods = {name: method for name, method, _, r in trainings(cfg) if r or method in cfg.training.model_fields_set}
+    if GRPO in cfg.training.model_fields_set:
+        methods[GRPO] = GRPO  # type: ignore[assignment]
+    return methods
 
 
 def expand_rollouts(cfg: PipelineConfig) -> PipelineConfig:

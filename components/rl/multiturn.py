@@ -1,6 +1,7 @@
-"""Multi-turn DiagEnv episodes as GRPO samples, on exact-token contexts, played by the rollout engine.
+"""Multi-turn episodes of any environment (components.envs.protocol.Env: DiagEnv, CodingEnv) as GRPO samples, on
+exact-token contexts, played by the rollout engine.
 
-A batch of episodes (each its own DiagEnv, case and sample index) is played by components.rollout.play with a token
+A batch of episodes (each its own environment, task and sample index) is played by components.rollout.play with a token
 policy (the hf policy over the trainer's model, in GRPO): every waiting episode's context goes to the policy in one
 call, each reply is parsed by its environment, and the context grows by the sampled ids, the end-of-turn ids when
 the reply stopped without them, and the observation's ids from the chat template's difference
@@ -18,8 +19,9 @@ its episode (outcome context_limit) when its prompt and max_new_tokens would not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +30,7 @@ from components.diag.env import DiagEnv, DiagEnvConfig
 from components.diag.record import Case
 from components.diag.world import WorldModel
 from components.envs.episode import Episode, Sampling
+from components.envs.protocol import Env
 from components.policies.protocol import Policy
 from components.policies.tokens import ChatTokens
 from components.rollout.jobs import RolloutJob, episode_seed
@@ -57,18 +60,26 @@ class Sample:
     episode: Episode
 
 
+def play_episodes(policy: Policy, env_factory: Callable[[], Env], items: Sequence[Any], sample_indices: Sequence[int],
+                  chat: ChatTokens, sampling: TurnSampling, *, seed: int = 0) -> list[Sample]:
+    """One episode per (item, sample index), each on a fresh environment from `env_factory`, all turns batched across
+    the episodes still running; sample i of an item (whatever the environment resets to: a coding Task, a DiagGym
+    Case) draws from `episode_seed(seed, item, i)`. `policy` must take token ids, with room for
+    `sampling.max_context`."""
+    if not policy.uses_tokens:
+        raise ValueError(f"GRPO samples need exact token ids: the {policy.backend} policy does not give them")
+    jobs = [RolloutJob(item, i, sampling.sampling(episode_seed(seed, item.task_id, i)))
+            for item, i in zip(items, sample_indices, strict=True)]
+    played = play_jobs(policy, env_factory, jobs, max_in_flight=len(jobs), min_new_tokens=sampling.max_new_tokens)
+    return [episode_sample(e, chat) for e in played.episodes]
+
+
 def play_samples(policy: Policy, world: WorldModel, cases: Sequence[Case], sample_indices: Sequence[int],
                  chat: ChatTokens, sampling: TurnSampling, *, env_config: DiagEnvConfig | None = None,
                  catalogue: Catalogue | None = None, seed: int = 0) -> list[Sample]:
-    """One episode per (case, sample index), all turns batched across the episodes still running; sample i of a case
-    draws from `episode_seed(seed, case, i)`. `policy` must take token ids, with room for `sampling.max_context`."""
-    if not policy.uses_tokens:
-        raise ValueError(f"GRPO samples need exact token ids: the {policy.backend} policy does not give them")
-    jobs = [RolloutJob(case, i, sampling.sampling(episode_seed(seed, case.case_id, i)))
-            for case, i in zip(cases, sample_indices, strict=True)]
-    played = play_jobs(policy, lambda: DiagEnv(world, env_config, catalogue), jobs, max_in_flight=len(jobs),
-                       min_new_tokens=sampling.max_new_tokens)
-    return [episode_sample(e, chat) for e in played.episodes]
+    """`play_episodes` in DiagEnv: one episode per (case, sample index) in `world`."""
+    return play_episodes(policy, lambda: DiagEnv(world, env_config, catalogue), cases, sample_indices, chat, sampling,
+                         seed=seed)
 
 
 def episode_sample(episode: Episode, chat: ChatTokens) -> Sample:

@@ -1,4 +1,5 @@
-"""Typed training configuration: one section per method, each holding that method's knobs with CPU defaults.
+"""Typed training configuration: one section per method (sft, dpo, verifier on collected episodes; grpo online in the
+coding environment), each holding that method's knobs with CPU defaults.
 
 A profile's `training:` section (configs/<profile>.yaml) is a `TrainingConfig`. The same file drives one CPU
 process here and N GPU processes on a node: `launch` picks the accelerate/DeepSpeed files under infra/deepspeed/.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
@@ -85,6 +86,65 @@ class VerifierSettings(_Strict):
     lora: LoraSettings = Field(default_factory=LoraSettings)
 
 
+class GRPOKnobs(_Strict):
+    """GRPO's knobs, whichever environment it plays (components.rl.grpo); defaults sized for a CPU run of
+    SmolLM2-135M (see that module's docstring for a GPU)."""
+
+    num_generations: int = Field(default=4, ge=2, description="episodes per task per step: the group whose rewards "
+                                 "set each other's advantage")
+    prompts_per_step: int = Field(default=2, ge=1, description="tasks (cases) per optimizer step")
+    max_turns: int = Field(default=6, ge=1, description="the environment's turn limit during training")
+    max_new_tokens: int = Field(default=64, gt=0, description="per agent turn")
+    max_context: int = Field(default=2048, gt=0, description="prompt + new tokens of any turn")
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    beta: float = Field(default=0.0, ge=0, description="KL to the starting model (0: no reference pass; with LoRA "
+                        "the reference is the model with the adapter disabled)")
+    epsilon: float = Field(default=0.2, gt=0, description="ratio clipping")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
+        default="dapo", description="dapo: token-level, normalized by the agent tokens of the batch (no length bias)")
+    # The rewards are sparse: while accuracy is near zero, most groups differ only by a few hundredths (DiagGym's
+    # exam F1) or not at all. TRL's default "group" divides each group by its own std, which blows those hundredths
+    # up to unit advantages, as large as a right answer gets in a group that has one; "batch" does the same wherever
+    # the batch holds no right answer. "none" (Dr. GRPO) keeps the advantage in reward units: reward minus the
+    # group's mean.
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        default="none", description="TRL's advantage scaling: none keeps the reward's units (see the comment)")
+    learning_rate: float = Field(default=1e-5, gt=0)
+    steps: int = Field(default=50, gt=0, description="optimizer steps (one generation batch each)")
+    micro_batch: int = Field(default=1, gt=0, description="episodes per forward/backward: a step's episodes are "
+                             "accumulated in micro-batches of this size (activation memory; SmolLM2 on CPU needs "
+                             "about 1.4 MB per token, so a 2k-token episode is ~3 GB)")
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    gradient_checkpointing: bool = False
+    logging_steps: int = Field(default=1, gt=0)
+    save_steps: int = Field(default=25, gt=0, description="a checkpoint every N steps, for resume")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _micro_batches_fill_a_step(self) -> GRPOKnobs:
+        if self.episodes_per_step % self.micro_batch:
+            raise ValueError(f"micro_batch {self.micro_batch} does not divide the {self.episodes_per_step} episodes "
+                             "of a step (prompts_per_step x num_generations)")
+        return self
+
+    @property
+    def episodes_per_step(self) -> int:
+        return self.prompts_per_step * self.num_generations
+
+
+class CodingGRPOSettings(GRPOKnobs):
+    """Online GRPO on the coding environment (the `grpo` stage): its own episodes, played on train tasks in the
+    sandbox each step and rewarded by the tasks' checkers, instead of a dataset of collected rollouts."""
+
+    init: str = Field(default="sft", description="the model it starts from: base, the merged output of another "
+                      "stage (sft, dpo, verifier), or a checkpoint folder")
+    tasks: int | None = Field(default=None, ge=1, description="at most this many train tasks, spread over categories "
+                              "(None: every train task of the profile's categories)")
+    max_new_tokens: int = Field(default=256, gt=0, description="per agent turn: room for a run_code block")
+
+
 class DistributedSettings(_Strict):
     """How training is launched. The machine fields are also read from the environment
     (components/training/launcher.py says which names, in which order)."""
@@ -124,5 +184,6 @@ class TrainingConfig(_Strict):
     sft: SFTSettings = Field(default_factory=SFTSettings)
     dpo: DPOSettings = Field(default_factory=DPOSettings)
     verifier: VerifierSettings = Field(default_factory=VerifierSettings)
+    grpo: CodingGRPOSettings = Field(default_factory=CodingGRPOSettings)
     distributed: DistributedSettings = Field(default_factory=DistributedSettings)
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)

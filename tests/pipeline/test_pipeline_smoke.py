@@ -68,22 +68,34 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     assert first.returncode == 0, first.stderr[-4000:]
     result = result_of(first)
     stages = result["stages"]
-    assert list(stages) == ["suite", "teacher", "base", "sft", "sft_train", "verifier", "dpo", "dpo_test",
-                            "round1_train", "round1-sft", "round1-dpo", "round1_test", "evaluate", "register"]
+    assert list(stages) == ["suite", "teacher", "base", "sft", "sft_train", "grpo", "grpo_test", "verifier", "dpo",
+                            "dpo_test", "round1_train", "round1-sft", "round1-dpo", "round1_test", "evaluate",
+                            "register"]
     assert all(s["status"] == "ran" for s in stages.values())
     assert 0.5 < stages["teacher"]["success"] < 1.0  # half its mistakes go unrepaired
     assert stages["sft"]["global_step"] == 2
     assert stages["register"]["alias"] in ("champion", "challenger") and stages["register"]["version"] == "1"
-    for name in ("sft", "verifier", "dpo", "round1-sft", "round1-dpo"):
+    for name in ("sft", "verifier", "dpo", "round1-sft", "round1-dpo", "grpo"):
         assert (tmp_path / "models" / "smoke" / name / "merged" / "config.json").is_file(), name
+    # online GRPO: 2 optimizer steps of 2 train tasks x 2 episodes, played in the sandbox, recorded per step
+    grpo = stages["grpo"]
+    assert (grpo["global_step"], grpo["episodes"], grpo["train_tasks"]) == (2, 8, 2)
+    steps = sorted((tmp_path / "models" / "smoke" / "grpo" / "episodes").glob("step-*.jsonl"))
+    assert [p.name for p in steps] == ["step-00000-rank0.jsonl", "step-00001-rank0.jsonl"]
+    assert [json.loads(line)["split"] for p in steps for line in p.read_text().splitlines()] == ["train"] * 8
+    assert stages["grpo_test"]["episodes"] > 0
 
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=raw["tracking"]["mlflow_uri"])
     parent, children = pipeline_runs(client, "smoke-e2e")
     names = {r.info.run_name for r in children}
-    assert {"smoke-sft", "smoke-verifier", "smoke-dpo", "smoke-round1-sft", "smoke-round1-dpo", "leaderboard",
-            "rollout-round1_test", "register-medgym-agent-smoke"} <= names
+    assert {"smoke-sft", "smoke-verifier", "smoke-dpo", "smoke-round1-sft", "smoke-round1-dpo", "smoke-grpo",
+            "leaderboard", "rollout-round1_test", "rollout-grpo_test", "register-medgym-agent-smoke"} <= names
+    grpo_run = next(r for r in children if r.info.run_name == "smoke-grpo")
+    for key in ("loss", "reward", "rewards_episode_reward_mean", "coding_accuracy"):  # per optimizer step
+        assert [m.step for m in client.get_metric_history(grpo_run.info.run_id, key)] == [1, 2], key
+    assert grpo_run.data.metrics["global_step"] == 2 and grpo_run.data.tags["medgym.method"] == "grpo"
     assert parent.data.params["training.dpo.beta"] == "0.1" and len(parent.data.tags["medgym.git.commit"]) == 40
     # what reproducing it needs beyond the commit: the libraries, the accelerator, the base checkpoint's content
     from importlib.metadata import version
@@ -102,12 +114,12 @@ def test_the_smoke_pipeline_runs_every_stage_nested_caches_and_reruns_only_what_
     assert version.tags["medgym.decision.test"] in ("exact sign test", "sign-flip permutation test"), version.description
     # smoke plays no trained policy on valid: its last one is registered, and the version says no choice was made
     assert (version.tags["medgym.selection.on"], version.tags["medgym.selection.chosen"]) == ("none", "round1-dpo")
-    assert version.tags["medgym.selection.test_reads"] == "2" and stages["register"]["chosen_on"] == "none"
+    assert version.tags["medgym.selection.test_reads"] == "3" and stages["register"]["chosen_on"] == "none"
     board = tmp_path / "reports" / "smoke" / "leaderboard"
     assert {"leaderboard.md", "leaderboard.json"} <= {p.name for p in board.iterdir()}
     assert any(p.suffix == ".png" for p in board.iterdir())
     rows = json.loads((board / "leaderboard.json").read_text())
-    assert "round1_test" in json.dumps(rows) and "dpo_test" in json.dumps(rows)
+    assert "round1_test" in json.dumps(rows) and "dpo_test" in json.dumps(rows) and "grpo_test" in json.dumps(rows)
 
     again = medgym(tmp_path, "pipeline", "run", "--profile", str(path))
     assert again.returncode == 0, again.stderr[-4000:]

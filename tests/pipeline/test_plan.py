@@ -88,7 +88,7 @@ def test_a_rollout_names_the_stage_whose_model_it_plays_and_the_plan_sets_its_fo
                                         r"write `model: \{stage: dpo\}`"):
         build_plan(with_model("models/smoke/dpo/merged"))
     with pytest.raises(PlanError, match=r"rollouts.dpo_test plays the model of stage 'dpo2', which profile smoke does "
-                                        r"not train \(it trains: sft, verifier, dpo, round1-sft, round1-dpo\)"):
+                                        r"not train \(it trains: sft, verifier, dpo, round1-sft, round1-dpo, grpo\)"):
         build_plan(with_model({"stage": "dpo2"}))
     with pytest.raises(ValueError, match=r"policy.options.model is a checkpoint \(a path or a model name\) or"):
         with_model({"stage": "dpo", "path": "x"})
