@@ -23,6 +23,10 @@ setup: $(STAMP)
 vllm:
 	bash infra/vllm/setup.sh
 
+# what the GPU smoke (infra/gpu/smoke.sh) installs offline: the training libraries' wheels and a tokenizer, < 64 MiB
+gpu-wheels: $(STAMP)
+	$(BIN)/python infra/gpu/fetch_wheels.py
+
 # the same vLLM release built for CUDA, on a GPU node (infra/GPU.md): the paper profile's engines run from it
 vllm-gpu:
 	bash infra/vllm/setup.sh --gpu
