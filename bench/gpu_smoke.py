@@ -71,10 +71,13 @@ def ensure_deps(wheels: Path) -> list[str]:
             raise SystemExit(f"error: {', '.join(missing)} not importable and no wheel folder {wheels} (run `make "
                              "gpu-wheels` where there is a network, and carry it beside the repository)")
         say(f"installing {', '.join(missing)} from {wheels}")
-        # deepspeed is a source distribution; built against this Python's torch, not in an isolated environment
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels)]
+        # deepspeed is a source distribution, built against this Python's torch rather than in an isolated
+        # environment: its build tools must be installed before it, not in the same command
         build = [m for m in ("setuptools", "wheel") if importlib.util.find_spec(m) is None]
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
-                        "--no-build-isolation", *build, *missing], check=True)
+        if build:
+            subprocess.run([*pip, *build], check=True)
+        subprocess.run([*pip, "--no-build-isolation", *missing], check=True)
         importlib.invalidate_caches()
     return missing
 
