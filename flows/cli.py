@@ -105,6 +105,7 @@ def pipeline_run(
 ) -> None:
     """The main job on one profile: data, rollouts, training, evaluation and registration, as far as the profile
     configures them; stages whose inputs, settings and code are unchanged are taken from the last run."""
+    from components.pipeline.cost import CostError
     from components.pipeline.plan import PlanError
     from flows.pipeline import load_plan, pipeline_flow
 
@@ -113,7 +114,11 @@ def pipeline_run(
     except PlanError as exc:
         raise SystemExit(f"error: {exc}") from None
     if dry_run:  # no Prefect server for a plan
-        _print_plan(pipeline_flow.fn(profile=profile, only=only, dry_run=True))
+        try:
+            result = pipeline_flow.fn(profile=profile, only=only, dry_run=True)
+        except CostError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        _print_plan(result)
         return
     from flows.runtime import prefect_api
 
@@ -157,6 +162,20 @@ def _print_plan(result: dict) -> None:
         table.add_row(row["stage"], row["kind"], row["cache"], row["what"], details)
     Console(width=200).print(table)
     print(json.dumps(result, indent=2, default=str))
+    if "estimate" in result:
+        _print_estimate(result["estimate"])
+
+
+def _print_estimate(raw: dict) -> None:
+    from components.pipeline.cost import Estimate
+
+    est = Estimate.model_validate(raw)
+    table = Table("stage", "GPU-hours", "wall h", "GPUs", "what", title="estimate (assumptions: "
+                  "components/pipeline/cost_rates.yaml)")
+    for s in est.stages:
+        table.add_row(s.stage, f"{s.gpu_hours:,.1f}", f"{s.wall_hours:.2f}", str(s.gpus), s.note)
+    Console(width=200).print(table)
+    print(est.line())  # the last line: what a script or a reader takes away
 
 
 @app.command("rollout")

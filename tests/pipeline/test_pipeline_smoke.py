@@ -43,7 +43,7 @@ def result_of(proc: subprocess.CompletedProcess) -> dict:
     """The command's JSON result: the last document on stdout (libraries such as DeepSpeed log there too)."""
     out = proc.stdout
     start = out.rindex("\n{\n") + 1 if "\n{\n" in out else out.index("{")
-    return json.loads(out[start:])
+    return json.JSONDecoder().raw_decode(out[start:])[0]  # a dry run prints its estimate after it
 
 
 def pipeline_runs(client, experiment: str) -> tuple:
