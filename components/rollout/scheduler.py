@@ -46,6 +46,7 @@ class _Live:
 class SchedulerStats:
     failed: int = 0  # episodes lost to an infrastructure error (not written: a resume plays them again)
     errors: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)  # on Ray: the GPUs each actor was given (CUDA_VISIBLE_DEVICES)
 
 
 class RolloutScheduler:

@@ -3,7 +3,11 @@ wait), played on real sandboxes against two vLLM look-alikes on loopback."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
+from pathlib import Path
+
+import pytest
 
 from components.envs.coding_env import EnvConfig
 from components.envs.episode import Episode
@@ -17,6 +21,7 @@ from components.tasks.record import load_tasks
 from tests.policies.fake_vllm import FakeVLLM, Seen
 
 SLOW_S = 6.0
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_slow_reply_holds_up_only_its_own_episode(small_suite, tmp_path):
@@ -52,3 +57,27 @@ def test_a_slow_reply_holds_up_only_its_own_episode(small_suite, tmp_path):
     meanwhile = [s for s in seen if slow.arrived < s.arrived < slow.answered and later_turn(s)]
     # a batch-synchronous loop sends no second turn before the batch holding the slow request is back
     assert len(meanwhile) >= 2, f"{len(meanwhile)} later turns were sent while the slow request was out"
+
+
+@pytest.mark.slow
+def test_ray_actors_ask_for_the_gpus_their_engines_use(small_suite, tmp_path):
+    ray = pytest.importorskip("ray")
+    from components.rollout.ray_workers import run_on_ray
+
+    # a cluster that says it has two GPUs: Ray hands them out (CUDA_VISIBLE_DEVICES) whether or not they exist
+    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as tmp:  # short: Ray's socket paths have a limit
+        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, _temp_dir=tmp, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+        try:
+            config = CollectionConfig(policy=PolicyConfig(backend="scripted"), plan=SamplingPlan(k=1), split="test",
+                                      limit=2, workers=2, gpus_per_worker=1, ray_address="local",
+                                      sandbox_backend="process", env=EnvConfig(max_turns=4))
+            jobs = plan_jobs(select_tasks(load_tasks(small_suite), "test", 2), config.plan)
+            eps: list[Episode] = []
+            stats = run_on_ray(jobs, small_suite.parent, config, eps.extend)
+            assert stats.failed == 0 and len(eps) == 2
+            assert sorted(stats.devices) == ["0", "1"]  # one GPU each, as asked; without num_gpus Ray shows none
+            with pytest.raises(ValueError, match="3 workers x 1 GPUs, the Ray cluster has 2 GPUs"):
+                run_on_ray(jobs, small_suite.parent, config.model_copy(update={"workers": 3}), eps.extend)
+        finally:
+            ray.shutdown()
