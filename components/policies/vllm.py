@@ -19,6 +19,7 @@ the slowest episode of a batch); `generate` sends a batch and waits for all of i
 
 from __future__ import annotations
 
+import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +36,8 @@ from components.policies.vllm_engines import engine_configs, start_all, stop_all
 from components.policies.vllm_server import VLLMConfig, VLLMError, VLLMServer
 
 _INT64_MAX = 2**63 - 1
+# vLLM's words for an engine core that died under a live API server (EngineDeadError)
+_ENGINE_DEAD = re.compile(r"EngineCore encountered|EngineDeadError|engine is dead", re.IGNORECASE)
 
 
 class VLLMPolicyConfig(VLLMConfig):
@@ -264,6 +267,9 @@ class VLLMPolicy:
             detail = _error_text(resp)
             if resp.status_code == 400 and CONTEXT_ERROR.search(detail):
                 return context_exceeded(detail, elapsed)
+            if resp.status_code >= 500 and _ENGINE_DEAD.search(detail):
+                # the API server answers but its engine core is gone: it will fail every request from now on
+                raise EngineDown(f"POST {url} returned {resp.status_code}: {detail}{self._server_hint(engine)}")
             raise VLLMError(f"POST {url} returned {resp.status_code}: {detail}{self._server_hint(engine)}")
         return _parse(resp, prompt, elapsed, url)
 

@@ -2,7 +2,8 @@
 
 Each request is answered with two ids (the prompt's last id plus one, then the end-of-turn id) and their
 log-probabilities, echoing the prompt's ids as vLLM does. `delay(body)` picks each reply's delay; `drop_next`
-closes the connection of the next request without an answer (an engine dying mid-request); `kill()` stops
+closes the connection of the next request without an answer (an engine dying mid-request); `fail_with` answers every
+request with an error; `kill()` stops
 listening (connection refused from then on). Every request is recorded with its arrival and answer times, and
 the server counts how many it handles at once.
 """
@@ -36,6 +37,7 @@ class FakeVLLM:
         self.delay = delay or (lambda body: 0.0)
         self.seen: list[Seen] = []
         self.drop_next = False
+        self.fail_with: tuple[int, str] | None = None  # answer every request with this status and error message
         self.in_flight = 0
         self.peak = 0
         self._lock = threading.Lock()
@@ -78,6 +80,15 @@ class FakeVLLM:
                     if drop:
                         self.close_connection = True
                         self.connection.close()
+                        return
+                    if fake.fail_with is not None:
+                        status, message = fake.fail_with
+                        data = json.dumps({"error": {"message": message, "code": status}}).encode()
+                        self.send_response(status)
+                        self.send_header("content-type", "application/json")
+                        self.send_header("content-length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
                         return
                     time.sleep(fake.delay(body))
                     ids = [body["prompt"][-1] % 40000 + 1, EOS]

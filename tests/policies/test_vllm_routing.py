@@ -73,14 +73,21 @@ def test_a_dead_engine_sends_its_episodes_elsewhere_and_none_left_is_a_clear_err
         [gen] = p.generate([ask("e3", [30, 31, EOS, 8])])
         assert gen.token_ids == [9, EOS] and served_by(engines, [30, 31, EOS, 8]) == [0, 2]
         assert set(p._router.down()) == {b.base_url, c.base_url}
+        a.fail_with = (500, "Internal error")  # a failed request, not a dead engine: no retry, a's episodes stay
+        with pytest.raises(VLLMError, match="returned 500: Internal error"):
+            p.generate([ask("e1", [10, 11, EOS, 2])])
+        assert set(p._router.down()) == {b.base_url, c.base_url}
+        a.fail_with = None
         p.generate([ask("e4", [40])])
         assert served_by(engines, [40]) == [0]
-        a.kill()
+        # vLLM's API server still answers, but its engine core died: a is down too, and none is left
+        a.fail_with = (500, "EngineCore encountered an issue. See stack trace (above) for the root cause.")
         with pytest.raises(VLLMError, match="all 3 engines are down") as err:
             p.generate([ask("e1", [10, 11, EOS, 1])])
         for e in engines:
             assert e.base_url in str(err.value)
         assert "ConnectError" in str(err.value) and "RemoteProtocolError" in str(err.value)
+        assert "EngineCore encountered" in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("engines", [(2, 0.4)], indirect=True)
