@@ -1,7 +1,8 @@
 """A policy served by any OpenAI-compatible chat-completions endpoint (vllm serve, SGLang, an API model).
 
 Text in, text out: the endpoint applies its own chat template, so `uses_tokens` is False. A batch's requests go
-out concurrently, at most `concurrency` in flight for the whole policy (one thread pool, one connection pool).
+out concurrently, at most `concurrency` in flight for the whole policy (one thread pool, one connection pool);
+`submit` sends one request on the same pool as soon as its episode is ready.
 
 Failures: 429, 408, 5xx, connection errors and timeouts are retried with exponential backoff and jitter (a
 Retry-After header sets the wait instead, up to backoff_max_s); any other 4xx fails at once. A prompt longer than the model's
@@ -24,7 +25,7 @@ import random
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -128,6 +129,12 @@ class OpenAIPolicy:
             raise RuntimeError("OpenAIPolicy.generate after close()")
         key = self._key()
         return all_or_first_error(self._pool, lambda r: self._one(r, key), requests)
+
+    def submit(self, request: GenerationRequest) -> Future[Generation]:
+        """Send one request now (the rollout scheduler's path: an episode's turn never waits for a batch)."""
+        if self._closed.is_set():
+            raise RuntimeError("OpenAIPolicy.submit after close()")
+        return self._pool.submit(self._one, request, self._key())
 
     def close(self) -> None:
         if not self._closed.is_set():

@@ -70,6 +70,7 @@ class RolloutProfile(_Strict):
     workers: int = Field(default=2, ge=1)
     max_in_flight: int = Field(default=32, ge=1)
     ray_address: str | None = None
+    gpus_per_worker: float = Field(default=0, ge=0, description="GPUs each Ray actor asks for (its vllm engines')")
     env: dict[str, Any] = Field(default_factory=dict, description="overrides of the profile's env section")
     out_dir: Path | None = Field(default=None, description="default: data/rollouts/<profile>/<name>")
 
@@ -174,7 +175,8 @@ class PipelineConfig(_Strict):
         return CollectionConfig(policy=r.policy, plan=r.plan, split=r.split, limit=r.limit,
                                 categories=r.categories if r.categories is not None else self.focus, workers=r.workers,
                                 max_in_flight=r.max_in_flight, ray_address=r.ray_address,
-                                sandbox_backend=self.sandbox.backend, limits=self.sandbox.limits, env=env)
+                                gpus_per_worker=r.gpus_per_worker, sandbox_backend=self.sandbox.backend,
+                                limits=self.sandbox.limits, env=env)
 
     def rollout_dir(self, name: str) -> Path:
         r = self.rollouts[name]

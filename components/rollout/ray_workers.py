@@ -31,6 +31,10 @@ class _Worker:
         self._stack = contextlib.ExitStack()
         self.sandboxes = self._stack.enter_context(collection_sandboxes(self.config))  # kept warm across chunks
 
+    def devices(self) -> str:
+        """The GPUs Ray gave this actor (what it asked for with num_gpus; none: an empty string)."""
+        return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
     def play(self, jobs: list[RolloutJob]) -> tuple[list[dict[str, Any]], int, list[str]]:
         done: list[Episode] = []
         stats = run_jobs(self.policy, jobs, self.task_root, self.config, done.extend, self.sandboxes)
@@ -50,8 +54,17 @@ def run_on_ray(jobs: list[RolloutJob], task_root: Path, config: CollectionConfig
         return stats
     started_here = _init(config.ray_address, config.workers)
     try:
-        actor_cls = ray.remote(num_cpus=1)(_Worker)
+        gpus = config.gpus_per_worker
+        have = float(ray.cluster_resources().get("GPU", 0))
+        if gpus * config.workers > have:
+            # Ray would keep the actors pending for ever, waiting for GPUs that never come
+            raise ValueError(f"the collection asks for {config.workers} workers x {gpus:g} GPUs, the Ray cluster has "
+                             f"{have:g} GPUs: lower workers or gpus_per_worker")
+        # an actor that asks for no GPU sees none (Ray empties its CUDA_VISIBLE_DEVICES)
+        actor_cls = ray.remote(num_cpus=1, num_gpus=gpus)(_Worker)
         actors = [actor_cls.remote(config.model_dump_json(), str(task_root)) for _ in range(config.workers)]
+        if gpus:
+            stats.devices = ray.get([a.devices.remote() for a in actors])
         chunks = [jobs[i : i + chunk] for i in range(0, len(jobs), chunk)]
         running: dict[Any, Any] = {}
         free = list(actors)

@@ -36,6 +36,8 @@ class CollectionConfig(BaseModel):
     workers: int = Field(default=2, ge=1, description="environment steps run at once (local threads or Ray actors)")
     max_in_flight: int = Field(default=32, ge=1, description="episodes alive at once (the model's batch)")
     ray_address: str | None = Field(default=None, description="'local' or a cluster address: run on Ray actors")
+    gpus_per_worker: float = Field(default=0, ge=0, description="GPUs each Ray actor asks for: what its policy uses "
+                                   "(vllm: engines x tensor_parallel_size). Ray shows an actor only the GPUs it asked for")
     sandbox_backend: Literal["process", "docker", "auto"] = "auto"
     limits: Limits = Field(default_factory=Limits)
     env: EnvConfig = Field(default_factory=EnvConfig)

@@ -1,16 +1,19 @@
-"""Many episodes in flight: every live episode is stepped, all waiting model calls go out as one batch, and the
-environment work (sandboxes, world models) runs in a bounded pool while the model generates.
+"""Many episodes in flight: every live episode is stepped, its model call goes out as soon as its step ends, and
+the environment work (sandboxes, world models) runs in a bounded pool while the model generates.
 
 The scheduler plays any environment of the one protocol (components.envs.protocol.Env), each episode on an
 environment `env_factory` makes: the coding environment with its sandboxes, DiagGym's with its world model.
 
 Each episode alternates between two states: waiting for the model, or running in the environment (a sandbox
-start, a code run, a check). The loop hands everything that waits for the model to one `policy.generate` call
-and, while that runs, the pool keeps stepping the episodes whose replies came back earlier. Token backends get
-their context as exact ids (components.policies.tokens): the prompt only ever grows by the sampled tokens and
-the observation's template tokens. An episode whose next call would not fit the model's context ends there
-with outcome context_limit. A finished episode is handed to `on_finished` as soon as its loop iteration ends,
-so a caller that commits it then loses at most the episodes still in flight.
+start, a code run, a check). A policy that takes requests one at a time (`submit`: the HTTP backends, whose
+servers batch by themselves) gets each episode's request the moment its step ends, so no turn waits for the
+slowest episode of a batch. Any other policy (hf batches on this process; scripted answers at once) gets
+everything that waits for the model in one `policy.generate` call, and while that runs the pool keeps stepping
+the episodes whose replies came back earlier. Token backends get their context as exact ids
+(components.policies.tokens): the prompt only ever grows by the sampled tokens and the observation's template
+tokens. An episode whose next call would not fit the model's context ends there with outcome context_limit. A
+finished episode is handed to `on_finished` as soon as its loop iteration ends, so a caller that commits it then
+loses at most the episodes still in flight.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class _Live:
 class SchedulerStats:
     failed: int = 0  # episodes lost to an infrastructure error (not written: a resume plays them again)
     errors: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)  # on Ray: the GPUs each actor was given (CUDA_VISIBLE_DEVICES)
 
 
 class RolloutScheduler:
@@ -58,33 +62,47 @@ class RolloutScheduler:
         self.chat = ChatTokens(policy.tokenizer) if policy.uses_tokens else None  # type: ignore[attr-defined]
         # how long a model call may wait for more episodes to join its batch (hf: a call costs seconds)
         self.gather_s = float(getattr(policy, "gather_s", 0.0))
+        # one request at a time, sent as soon as its episode is ready (HTTP backends); None: whole batches
+        self.submit: Callable[[GenerationRequest], Future[Generation]] | None = getattr(policy, "submit", None)
         self.stats = SchedulerStats()
 
     def run(self, jobs: Iterable[RolloutJob], on_finished: Callable[[list[Episode]], None]) -> SchedulerStats:
         pending: Iterator[RolloutJob] = iter(jobs)
         running: dict[Future[_Live], RolloutJob] = {}
+        asking: dict[Future[Generation], _Live] = {}  # model calls in flight, one per episode (policies with submit)
         waiting: list[_Live] = []
         exhausted = False
         with ThreadPoolExecutor(self.workers, thread_name_prefix="rollout-env") as pool:
             while True:
-                while not exhausted and len(running) + len(waiting) < self.max_in_flight:
+                while not exhausted and len(running) + len(asking) + len(waiting) < self.max_in_flight:
                     job = next(pending, None)
                     if job is None:
                         exhausted = True
                         break
                     running[pool.submit(self._start, job)] = job
-                if waiting and running and len(waiting) < len(running) and self.gather_s > 0:
+                if self.submit is None and waiting and running and len(waiting) < len(running) and self.gather_s > 0:
                     # a model call costs seconds: let the steps about to finish join this batch
                     wait(list(running), timeout=self.gather_s, return_when=FIRST_COMPLETED)
                     waiting += self._collect(running, on_finished)
                 if waiting:
                     batch, waiting = waiting, []
-                    for live, gen in self._generate(batch):
-                        running[pool.submit(self._step, live, gen)] = live.job
-                elif running:
-                    wait(list(running), return_when=FIRST_COMPLETED)
+                    if self.submit is not None:
+                        for live, ask in self._requests(batch):
+                            if isinstance(ask, Generation):
+                                running[pool.submit(self._step, live, ask)] = live.job
+                            else:
+                                asking[self.submit(ask)] = live
+                    else:
+                        for live, gen in self._generate(batch):
+                            running[pool.submit(self._step, live, gen)] = live.job
+                elif running or asking:
+                    wait([*running, *asking], return_when=FIRST_COMPLETED)
                 elif exhausted:
                     break
+                for fut in [f for f in asking if f.done()]:
+                    live = asking.pop(fut)
+                    # a failed model call ends the collection, as a failed batch does: the engines are gone
+                    running[pool.submit(self._step, live, fut.result())] = live.job
                 waiting += self._collect(running, on_finished)
         return self.stats
 
@@ -158,8 +176,8 @@ class RolloutScheduler:
         return live
 
     # ------------------------------------------------------------------ model side (this thread)
-    def _generate(self, batch: list[_Live]) -> list[tuple[_Live, Generation]]:
-        ready, requests = [], []
+    def _requests(self, batch: list[_Live]) -> Iterator[tuple[_Live, GenerationRequest | Generation]]:
+        """Each episode's next request, or (its context being full) the generation that ends it."""
         limit = self.policy.max_context
         for live in batch:
             sampling = live.job.sampling
@@ -168,13 +186,21 @@ class RolloutScheduler:
                 if room < self.min_new_tokens:
                     # ends in the pool, like any other step, so the episode's sandbox is closed off this thread
                     reason = f"prompt of {len(live.context)} tokens leaves {max(room, 0)} of {limit} for the reply"
-                    ready.append((live, context_exceeded(reason)))
+                    yield live, context_exceeded(reason)
                     continue
                 if room < sampling.max_new_tokens:
                     sampling = sampling.model_copy(update={"max_new_tokens": room})
-            requests.append((live, GenerationRequest(key=live.env.episode.episode_id, messages=live.env.episode.messages(),
-                                                     sampling=sampling, prompt_token_ids=live.context,
-                                                     task=live.job.task, memory=live.memory)))
+            yield live, GenerationRequest(key=live.env.episode.episode_id, messages=live.env.episode.messages(),
+                                          sampling=sampling, prompt_token_ids=live.context, task=live.job.task,
+                                          memory=live.memory)
+
+    def _generate(self, batch: list[_Live]) -> list[tuple[_Live, Generation]]:
+        ready, requests = [], []
+        for live, ask in self._requests(batch):
+            if isinstance(ask, Generation):
+                ready.append((live, ask))
+            else:
+                requests.append((live, ask))
         if requests:
             gens = self.policy.generate([r for _, r in requests])
             if len(gens) != len(requests):
