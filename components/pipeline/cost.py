@@ -196,8 +196,9 @@ def _rollout_episodes(plan: Plan, name: str, counts: Counter[tuple[str, str]] | 
 
 def _engine_gpus(plan: Plan, name: str, gpus: int) -> int:
     options = plan.cfg.collection(name).policy.options
-    # one engine per collection today: its tensor-parallel group is all the GPUs generation holds
-    return max(1, min(gpus, int(options.get("tensor_parallel_size") or 1)))
+    # engines x tensor-parallel group: the GPUs a collection's generation holds
+    engines = int(options.get("engines") or 1)
+    return max(1, min(gpus, engines * int(options.get("tensor_parallel_size") or 1)))
 
 
 def _rollout_cost(plan: Plan, stage: Stage, e: _Episodes, a: Assumptions, gpus: int) -> StageCost:
