@@ -23,7 +23,7 @@ from components.policies.protocol import Policy
 from components.policies.registry import PolicyConfig, build_policy
 from components.rollout.jobs import RolloutJob
 from components.rollout.play import PlayResult, store_played
-from components.rollout.ray_workers import _init as init_ray
+from components.rollout.ray_workers import deal_chunks, init_ray
 from components.rollout.scheduler import RolloutScheduler, SchedulerStats
 from components.rollout.store import SHARD_SIZE
 
@@ -78,22 +78,7 @@ def run_env_jobs_on_ray(policy: PolicySpec, env_factory: Callable[[], Env], jobs
         actor_cls = ray_api.remote(num_cpus=1)(_EnvWorker)
         actors = [actor_cls.remote(policy, env_factory, model_id, max_in_flight, min_new_tokens)
                   for _ in range(min(ray.workers, len(jobs)))]
-        chunks = [jobs[i : i + ray.chunk] for i in range(0, len(jobs), ray.chunk)]
-        running: dict[Any, Any] = {}
-        free = list(actors)
-        while chunks or running:
-            while free and chunks:
-                actor = free.pop()
-                running[actor.play.remote(chunks.pop(0))] = actor
-            ready, _ = ray_api.wait(list(running), num_returns=1)
-            for ref in ready:
-                free.append(running.pop(ref))
-                episodes, failed, errors = ray_api.get(ref)
-                stats.failed += failed
-                stats.errors += errors[: max(0, 20 - len(stats.errors))]
-                if episodes:
-                    on_finished([Episode.model_validate(e) for e in episodes])
-        ray_api.get([a.close.remote() for a in actors])
+        deal_chunks(actors, jobs, ray.chunk, on_finished, stats)
     finally:
         if started_here:
             ray_api.shutdown()

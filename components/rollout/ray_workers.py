@@ -52,7 +52,7 @@ def run_on_ray(jobs: list[RolloutJob], task_root: Path, config: CollectionConfig
     stats = SchedulerStats()
     if not jobs:
         return stats
-    started_here = _init(config.ray_address, config.workers)
+    started_here = init_ray(config.ray_address, config.workers)
     try:
         gpus = config.gpus_per_worker
         have = float(ray.cluster_resources().get("GPU", 0))
@@ -65,29 +65,39 @@ def run_on_ray(jobs: list[RolloutJob], task_root: Path, config: CollectionConfig
         actors = [actor_cls.remote(config.model_dump_json(), str(task_root)) for _ in range(config.workers)]
         if gpus:
             stats.devices = ray.get([a.devices.remote() for a in actors])
-        chunks = [jobs[i : i + chunk] for i in range(0, len(jobs), chunk)]
-        running: dict[Any, Any] = {}
-        free = list(actors)
-        while chunks or running:
-            while free and chunks:
-                actor = free.pop()
-                running[actor.play.remote(chunks.pop(0))] = actor
-            ready, _ = ray.wait(list(running), num_returns=1)
-            for ref in ready:
-                free.append(running.pop(ref))
-                episodes, failed, errors = ray.get(ref)
-                stats.failed += failed
-                stats.errors += errors[: max(0, 20 - len(stats.errors))]
-                if episodes:
-                    on_finished([Episode.model_validate(e) for e in episodes])
-        ray.get([a.close.remote() for a in actors])
+        deal_chunks(actors, jobs, chunk, on_finished, stats)
     finally:
         if started_here:
             ray.shutdown()
     return stats
 
 
-def _init(address: str, workers: int) -> bool:
+def deal_chunks(actors: list[Any], jobs: list[RolloutJob], chunk: int, on_finished: Callable[[list[Episode]], None],
+                stats: SchedulerStats) -> None:
+    """Hand `jobs` out `chunk` at a time to whichever actor is free (each has `play(jobs)` returning (episodes as
+    dicts, failed, errors)), pass each chunk's episodes to `on_finished` here, then close the actors: the driver
+    stays the only writer of the store."""
+    import ray
+
+    chunks = [jobs[i : i + chunk] for i in range(0, len(jobs), chunk)]
+    running: dict[Any, Any] = {}
+    free = list(actors)
+    while chunks or running:
+        while free and chunks:
+            actor = free.pop()
+            running[actor.play.remote(chunks.pop(0))] = actor
+        ready, _ = ray.wait(list(running), num_returns=1)
+        for ref in ready:
+            free.append(running.pop(ref))
+            episodes, failed, errors = ray.get(ref)
+            stats.failed += failed
+            stats.errors += errors[: max(0, 20 - len(stats.errors))]
+            if episodes:
+                on_finished([Episode.model_validate(e) for e in episodes])
+    ray.get([a.close.remote() for a in actors])
+
+
+def init_ray(address: str, workers: int) -> bool:
     import ray
 
     if ray.is_initialized():

@@ -23,9 +23,9 @@ ray = pytest.importorskip("ray")
 @pytest.fixture(scope="module")
 def ray_instance() -> Iterator[None]:
     """One private instance for the module: each play would otherwise start and stop its own."""
-    from components.rollout.ray_workers import _init
+    from components.rollout.ray_workers import init_ray
 
-    started = _init("local", 2)
+    started = init_ray("local", 2)
     yield
     if started:
         ray.shutdown()
