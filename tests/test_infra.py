@@ -154,7 +154,8 @@ def test_mlflow_server_uses_postgres_and_s3():
     cmd = services["mlflow"]["command"]
     assert cmd[:2] == ["mlflow", "server"]
     store = cmd[cmd.index("--backend-store-uri") + 1]
-    assert store.startswith("postgresql://") and "@postgres:5432/" in store
+    assert store.startswith("postgresql+psycopg2://")  # SQLAlchemy 2.1: a bare postgresql:// is psycopg 3
+    assert "@postgres:5432/" in store
     assert _defaults(cmd[cmd.index("--artifacts-destination") + 1]) == "s3://mlflow"
     assert "--serve-artifacts" in cmd and cmd[cmd.index("--port") + 1] == "5000"
     hosts = _defaults(cmd[cmd.index("--allowed-hosts") + 1]).split(",")
@@ -345,7 +346,7 @@ def test_compose_config_validates_and_interpolates(compose_cli):
     assigned, _ = _env_example()
     mlflow_cmd = services["mlflow"]["command"]
     store = mlflow_cmd[mlflow_cmd.index("--backend-store-uri") + 1]
-    assert store == f"postgresql://medgym:{assigned['POSTGRES_PASSWORD']}@postgres:5432/mlflow"
+    assert store == f"postgresql+psycopg2://medgym:{assigned['POSTGRES_PASSWORD']}@postgres:5432/mlflow"
     assert services["prefect-server"]["environment"]["PREFECT_SERVER_DATABASE_CONNECTION_URL"] == (
         f"postgresql+asyncpg://medgym:{assigned['POSTGRES_PASSWORD']}@postgres:5432/prefect")
     assert services["trainer"]["command"] == ["train", "sft", "--config", "paper"]

