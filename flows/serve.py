@@ -25,6 +25,7 @@ import contextlib
 import os
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -101,7 +102,9 @@ def serve_pipeline(profile: str = "demo", cron: str = DEFAULT_CRON, name: str | 
     url = resolve_api_url(api_url)
     os.environ["PREFECT_API_URL"] = url  # the flow-run subprocesses report to the same server
     with temporary_settings(updates={PREFECT_API_URL: url}):
-        return asyncio.run(_serve(flow, profile, cron, name or profile, run_now, limit, work_pool, timezone,
+        # a profile given as a YAML path is named by its stem: Prefect refuses '/' in a deployment's name
+        default = Path(profile).stem if profile.endswith((".yaml", ".yml")) else profile
+        return asyncio.run(_serve(flow, profile, cron, name or default, run_now, limit, work_pool, timezone,
                                   timeout_s, concurrency_limit))
 
 

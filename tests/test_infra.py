@@ -154,7 +154,8 @@ def test_mlflow_server_uses_postgres_and_s3():
     cmd = services["mlflow"]["command"]
     assert cmd[:2] == ["mlflow", "server"]
     store = cmd[cmd.index("--backend-store-uri") + 1]
-    assert store.startswith("postgresql://") and "@postgres:5432/" in store
+    assert store.startswith("postgresql+psycopg2://")  # SQLAlchemy 2.1: a bare postgresql:// is psycopg 3
+    assert "@postgres:5432/" in store
     assert _defaults(cmd[cmd.index("--artifacts-destination") + 1]) == "s3://mlflow"
     assert "--serve-artifacts" in cmd and cmd[cmd.index("--port") + 1] == "5000"
     hosts = _defaults(cmd[cmd.index("--allowed-hosts") + 1]).split(",")
@@ -345,7 +346,7 @@ def test_compose_config_validates_and_interpolates(compose_cli):
     assigned, _ = _env_example()
     mlflow_cmd = services["mlflow"]["command"]
     store = mlflow_cmd[mlflow_cmd.index("--backend-store-uri") + 1]
-    assert store == f"postgresql://medgym:{assigned['POSTGRES_PASSWORD']}@postgres:5432/mlflow"
+    assert store == f"postgresql+psycopg2://medgym:{assigned['POSTGRES_PASSWORD']}@postgres:5432/mlflow"
     assert services["prefect-server"]["environment"]["PREFECT_SERVER_DATABASE_CONNECTION_URL"] == (
         f"postgresql+asyncpg://medgym:{assigned['POSTGRES_PASSWORD']}@postgres:5432/prefect")
     assert services["trainer"]["command"] == ["train", "sft", "--config", "paper"]
@@ -619,3 +620,41 @@ def test_the_gpu_vllm_setup_pins_the_release_the_cpu_setup_and_the_guide_pin():
     assert "vllm-gpu:\n\tbash infra/vllm/setup.sh --gpu" in (ROOT / "Makefile").read_text(encoding="utf-8")
     bad = subprocess.run(["bash", str(SETUP_VLLM), "--cuda"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown argument --cuda" in bad.stderr
+
+
+# ---------------------------------------------------------------------- the offline override (registry-free images)
+OFFLINE_FILE = COMPOSE_DIR / "docker-compose.offline.yml"
+OFFLINE_IMAGES = {"MEDGYM_STACK_IMAGE": "medgym-stack:0123456789ab", "MEDGYM_POSTGRES_IMAGE": "medgym-postgres:0123456789ab"}
+
+
+def test_offline_override_changes_where_images_come_from_and_nothing_else():
+    base = _compose()["services"]
+    override = yaml.safe_load(OFFLINE_FILE.read_text(encoding="utf-8"))["services"]
+    # every service the CPU stack starts; the GPU ones keep the trainer image (a GPU node reaches its registry)
+    assert set(override) == {n for n, s in base.items() if "profiles" not in s}
+    for name, svc in override.items():
+        allowed = {"image", "entrypoint", "command", "healthcheck"} if name in ("minio", "minio-buckets") else {"image", "entrypoint"}
+        assert set(svc) <= allowed and "image" in svc, f"{name} overrides {sorted(set(svc) - allowed)}"
+        if "entrypoint" in svc and name not in ("minio", "minio-buckets"):
+            # docker-compose.yml's commands name their program: /usr/bin/env runs them as they are
+            assert svc["entrypoint"] == ["/usr/bin/env"] and base[name]["command"][0] in ("mlflow", "prefect"), name
+
+
+@pytest.mark.docker
+def test_compose_config_with_the_offline_override_uses_only_local_images(compose_cli, tmp_path):
+    env_file = tmp_path / "offline.env"
+    env_file.write_text(ENV_EXAMPLE.read_text() + "".join(f"{k}={v}\n" for k, v in OFFLINE_IMAGES.items()))
+    out = _run_compose(compose_cli, env_file, "-f", str(OFFLINE_FILE), "config")
+    assert out.returncode == 0, f"{' '.join(compose_cli)} config failed:\n{out.stderr}"
+    services = yaml.safe_load(out.stdout)["services"]
+    cpu = {n for n, s in _compose()["services"].items() if "profiles" not in s}  # v1 lists the gpu profile's too
+    assert {n: s["image"] for n, s in services.items() if n in cpu} == {
+        "postgres": OFFLINE_IMAGES["MEDGYM_POSTGRES_IMAGE"],
+        **{n: OFFLINE_IMAGES["MEDGYM_STACK_IMAGE"] for n in ("minio", "minio-buckets", "mlflow", "prefect-server", "prefect-worker")}}
+    assert services["minio"]["command"][:1] == ["moto_server"] and "9000" in services["minio"]["command"]
+    assert services["mlflow"]["command"][:2] == ["mlflow", "server"]  # the base file's command, run by /usr/bin/env
+    assert services["prefect-worker"]["command"][:2] == ["worker", "start"]
+    missing = tmp_path / "no-images.env"
+    missing.write_text(ENV_EXAMPLE.read_text())
+    out = _run_compose(compose_cli, missing, "-f", str(OFFLINE_FILE), "config")
+    assert out.returncode != 0 and "build.sh" in out.stderr, "the override ran without images to run"

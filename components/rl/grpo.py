@@ -23,9 +23,10 @@ current model through the rollout engine (components.rl.multiturn.play_episodes)
 
 Sample i of a generation batch at optimizer step s is the item's sample `(s * processes + rank) * batch + i`:
 episode ids stay unique across the run, and each sample sees its own draws (DiagGym's world model:
-DiagEnvConfig.vary_world_by_sample). The episodes are written to `<out>/episodes/step-NNNNN-rankR.jsonl` as
-platform Episodes (`load_grpo_episodes` reads them back). A rerun resumes from the last complete checkpoint. LoRA
-adapters (peft) are merged into `<out>/merged` at the end.
+DiagEnvConfig.vary_world_by_sample). The episodes are committed step by step to an EpisodeStore per rank,
+`<out>/episodes/rank<R>/` (validated shards, as every collection's; `load_grpo_episodes` reads them back in step
+order). A rerun resumes from the last complete checkpoint; a step it plays again keeps the episodes committed the
+first time (the same keys). LoRA adapters (peft) are merged into `<out>/merged` at the end.
 
 CPU defaults (SmolLM2-135M): 2 items x 4 samples per step, 6 turns of at most 64 tokens, one episode per
 forward/backward. On a GPU raise num_generations to 8, prompts_per_step to 8-16, micro_batch to 8-16,
@@ -51,12 +52,13 @@ from components.diag.catalogue import Catalogue, default_catalogue
 from components.diag.env import DiagEnv, DiagEnvConfig
 from components.diag.record import Case
 from components.diag.world import WorldModel
-from components.envs.episode import Episode, PolicyInfo, load_episodes, save_episodes
+from components.envs.episode import Episode, PolicyInfo
 from components.envs.protocol import Env
 from components.policies.hf import HFConfig, HFPolicy
 from components.policies.models import resolve_model
 from components.policies.tokens import ChatTokens
 from components.rl.multiturn import Sample, TurnSampling, play_episodes
+from components.rollout.store import EpisodeStore, load_episodes_dir
 from components.training.config import GRPOKnobs
 from components.training.models import is_adapter, load_tokenizer, lora_config, merge_and_save, precision_flags
 from components.training.trainers import FINAL, MERGED, last_checkpoint
@@ -129,6 +131,7 @@ class EpisodeRollout:
         self.gym, self.items = gym, {item.task_id: item for item in gym.items}
         self.chat, self.settings = chat, settings
         self.episodes_dir, self.model_name = episodes_dir, model_name
+        self._store: EpisodeStore | None = None  # opened at the first step, when the rank is known
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         import torch
@@ -156,8 +159,22 @@ class EpisodeRollout:
             s.episode.policy = PolicyInfo(backend="grpo", model=self.model_name, sampling=s.episode.policy.sampling)
             s.episode.metadata["grpo"] = {"step": step, "rank": rank}
         if self.episodes_dir is not None:
-            save_episodes(self.episodes_dir / f"step-{step:05d}-rank{rank}.jsonl", [s.episode for s in samples])
+            self.record(rank, [s.episode for s in samples])
         return samples_columns(samples, self.gym)
+
+    def record(self, rank: int, episodes: list[Episode]) -> None:
+        """Commit a step's episodes to this rank's store. Sample indices are unique over the run, so a key already
+        there is the same step replayed after a resume from an earlier checkpoint: the first record stays."""
+        if self._store is None:
+            assert self.episodes_dir is not None
+            self._store = EpisodeStore(self.episodes_dir / f"rank{rank}")
+        done = self._store.done_keys()
+        self._store.commit([e for e in episodes if (e.task_id, e.sample_index) not in done])
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
 
 def samples_columns(samples: Sequence[Sample], gym: Gym) -> dict[str, list[Any]]:
@@ -221,7 +238,10 @@ def run_grpo(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPOKnobs
     out.mkdir(parents=True, exist_ok=True)
     trainer = build_trainer(gym, base_model, out, settings, extra_rewards, callbacks)
     started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=last_checkpoint(out))
+    try:
+        trainer.train(resume_from_checkpoint=last_checkpoint(out))
+    finally:
+        trainer.rollout_func.close()  # the rank's episode store
     runtime = time.perf_counter() - started
     final, merged = out / FINAL, out / MERGED
     trainer.save_model(str(final))
@@ -247,8 +267,10 @@ def train_grpo(cases: Sequence[Case], world: WorldModel, base_model: str, out_di
 
 
 def load_grpo_episodes(out_dir: Path | str) -> list[Episode]:
-    """The episodes a GRPO run played, in step order."""
-    return [ep for path in sorted((Path(out_dir) / EPISODES).glob("step-*.jsonl")) for ep in load_episodes(path)]
+    """The episodes a GRPO run played (every rank's store), in step order, then rank, then sample."""
+    ranks = sorted((Path(out_dir) / EPISODES).glob("rank*"))
+    episodes = [ep for folder in ranks for ep in load_episodes_dir(folder, strict=True)]
+    return sorted(episodes, key=lambda e: (e.metadata["grpo"]["step"], e.metadata["grpo"]["rank"], e.sample_index))
 
 
 def _cuda() -> bool:

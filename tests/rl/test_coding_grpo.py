@@ -170,3 +170,27 @@ def test_coding_grpo_two_steps_in_the_sandbox(train_tasks, small_suite, tiny_mod
     assert more.global_step == 3 and len(seen) == 3
     assert sorted({e.metadata["grpo"]["step"] for e in load_grpo_episodes(run.out_dir)}) == [0, 1, 2]
     assert more.episodes == 12
+
+
+def test_grpo_episodes_land_in_one_episode_store_per_rank_and_a_replayed_step_keeps_the_first(train_tasks, small_suite,
+                                                                                                chat, tmp_path):
+    from components.rl.grpo import EPISODES, EpisodeRollout
+    from components.rollout.store import load_episodes_dir
+
+    gym = CodingGym(train_tasks[:2], small_suite.parent, EnvConfig(exec_timeout_s=20), backend="process")
+    with gym.envs(max_turns=1) as envs:
+        samples = play_episodes(Replies(chat, SCRIPTS), envs, list(gym.items) * 2, [0, 0, 2, 2], chat,
+                                TurnSampling(max_new_tokens=512, max_context=4096))
+    episodes = [s.episode for s in samples]
+    for e, step in zip(episodes, [0, 0, 1, 1], strict=True):
+        e.metadata["grpo"] = {"step": step, "rank": 0}
+    rollout = EpisodeRollout(gym, chat, GRPOKnobs(), episodes_dir=tmp_path / EPISODES)
+    rollout.record(0, episodes[:2])
+    # the same step played again after a resume (same keys), its second episode changed: the first records stay
+    replay = [episodes[0], episodes[1].model_copy(update={"reward": 0.5})]
+    rollout.record(0, [*replay, *episodes[2:]])
+    rollout.close()
+    stored = load_episodes_dir(tmp_path / EPISODES / "rank0", strict=True)
+    assert [e.episode_id for e in stored] == [e.episode_id for e in episodes]  # validated shards, each key once
+    assert (tmp_path / EPISODES / "rank0" / "manifest.json").is_file()
+    assert [e.reward for e in load_grpo_episodes(tmp_path)] == [e.reward for e in episodes]

@@ -96,8 +96,8 @@ def test_grpo_takes_a_step_on_two_processes_each_playing_its_own_samples(tiny_mo
 
     assert run.global_step == 1 and (run.model_dir / "model.safetensors").is_file()
     # one generation batch of 2 x 2 episodes: each rank played its own half, under its own episode ids
-    files = sorted(p.name for p in (tmp_path / "grpo" / "episodes").glob("*.jsonl"))
-    assert files == ["step-00000-rank0.jsonl", "step-00000-rank1.jsonl"]
+    stores = sorted(p.name for p in (tmp_path / "grpo" / "episodes").iterdir())
+    assert stores == ["rank0", "rank1"]  # one episode store per rank: no two writers of one store
     episodes = load_grpo_episodes(tmp_path / "grpo")
     assert len(episodes) == run.episodes == 4 and len({e.episode_id for e in episodes}) == 4
     assert (tmp_path / "grpo.launch.log").is_file()
