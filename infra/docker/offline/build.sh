@@ -18,7 +18,15 @@
 # The Debian mirror is the machine's own (MEDGYM_DEBIAN_MIRROR overrides); pip reads its own configuration.
 # MEDGYM_PYTHON: the host interpreter (CPython 3.11 as the base's; default .venv/bin/python, else python3).
 # MEDGYM_GIT_COMMIT / MEDGYM_GIT_DIRTY: recorded in medgym-build.json (default: asked of git, else unknown).
+# --no-cold: build only the project image; exit 3 where the base, postgres or deps image is missing (a cold build of
+# those takes 25 to 45 minutes on 2 cores: the test suite does not start one unless asked)
 set -euo pipefail
+NO_COLD=0
+case "${1:-}" in
+    --no-cold) NO_COLD=1 ;;
+    "") ;;
+    *) echo "[offline build] unknown argument $1 (only --no-cold)" >&2; exit 2 ;;
+esac
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
@@ -30,6 +38,9 @@ else PY=python3; fi
 log() { echo "[offline build] $*" >&2; }
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 hash_of() { sha256sum | cut -c1-12; }
+cold() {  # $1: the missing image, which only a cold build makes
+    if [ "$NO_COLD" = 1 ]; then log "$1 is not built, and --no-cold was given"; exit 3; fi
+}
 build() {  # $1: tag, $2: context; the rest: docker build arguments
     local tag=$1 context=$2; shift 2
     # the legacy builder needs no buildx plugin and no registry; --network none proves the build offline
@@ -43,6 +54,7 @@ BASE=medgym-stack-base:$base_hash
 if have "$BASE"; then
     log "$BASE already present"
 else
+    cold "$BASE"
     MIRROR=${MEDGYM_DEBIAN_MIRROR:-$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)}
     if [ -z "$MIRROR" ]; then
         MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { if ($i !~ /security/) { print $i; exit } } }' \
@@ -77,6 +89,7 @@ POSTGRES=medgym-postgres:$pg_hash
 if have "$POSTGRES"; then
     log "$POSTGRES already present"
 else
+    cold "$POSTGRES"
     context=$(mktemp -d)
     cp "$HERE/postgres.Dockerfile" "$HERE/postgres-entrypoint.sh" "$context/"
     build "$POSTGRES" "$context" -f "$context/postgres.Dockerfile" --build-arg "BASE=$BASE"
@@ -106,6 +119,7 @@ DEPS=medgym-stack-deps:$deps_hash
 if have "$DEPS"; then
     log "$DEPS already present"
 else
+    cold "$DEPS"
     context=$(mktemp -d /var/tmp/medgym-stack-deps.XXXXXX)
     trap 'rm -rf "$reqs" "$context"' EXIT
     # wheels where they exist; the few pure-Python sdists among the dependencies (antlr4's runtime) build as usual
