@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import time
 from collections.abc import Callable
 from functools import cache
@@ -69,6 +70,9 @@ WORDS = {"resume": ("resuming", "resumed"), "extend": ("more steps asked: contin
 def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run: bool = False,
                   force: bool = False) -> dict[str, Any]:
     """Run the profile's stages (or `only` these), skipping those whose key still holds unless `force`."""
+    # a profile's paths (data/, models/, a profile file given as a path) are the project root's; a Prefect process
+    # worker starts each flow run in a temporary folder, where a stage resolving one would read and write elsewhere
+    os.chdir(PROJECT_ROOT)
     plan = load_plan(profile, only)
     state = state_for(plan.cfg)
     if dry_run:

@@ -160,8 +160,8 @@ def _logs(s: Stack) -> str:
 def _stack_profile() -> dict:
     """configs/smoke.yaml cut to the shortest chain that registers a model (teacher, base, SFT, SFT on test,
     leaderboard, registration), its sandboxes on the host's engine: the worker container has no namespaces of its
-    own to give the process backend. Paths are absolute, under the image's /opt/medgym volumes: a process worker runs
-    each flow run in a temporary folder, and some stages resolve a relative path against the working folder."""
+    own to give the process backend. Its data paths are absolute, under the image's /opt/medgym volumes, which the
+    host mounts to read the results."""
     raw = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
     rollouts = raw["rollouts"]
     raw.update(profile="stack-smoke", registry={"name": REGISTERED}, pipeline={},
