@@ -87,6 +87,9 @@ class VLLMConfig(BaseModel):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     max_num_seqs: int | None = Field(default=None, gt=0)
     enable_prefix_caching: bool | None = None
+    logprobs_mode: Literal["raw_logprobs", "processed_logprobs"] = Field(
+        default="raw_logprobs", description="raw: the model's distribution, whatever temperature or top-p did (the "
+        "protocol's logprobs); processed: the distribution sampled from, what GRPO's importance weights compare")
     extra_args: list[str] = Field(default_factory=list, description="more api_server flags, appended as given")
     env: dict[str, str] = Field(default_factory=dict, description="more environment for the server process")
 
@@ -140,8 +143,7 @@ class VLLMServer:
                 "--model", str(model_dir or self.model_dir), "--host", c.host, "--port", str(port or c.port or 0),
                 "--served-model-name", self.served_model_name, "--max-model-len", str(c.max_model_len),
                 "--dtype", c.dtype,
-                # the protocol's logprobs are the model's raw distribution, whatever temperature or top-p did
-                "--logprobs-mode", "raw_logprobs"]
+                "--logprobs-mode", c.logprobs_mode]
         if c.enforce_eager:
             argv.append("--enforce-eager")
         for flag, value in (("--tensor-parallel-size", c.tensor_parallel_size),

@@ -14,6 +14,7 @@ from components.envs.coding_env import EnvConfig
 from components.policies.registry import PolicyConfig
 from components.profile.diag import DiagSettings
 from components.registry.decision import RegistryConfig
+from components.rl.engine_weights import engine_config
 from components.rollout.jobs import SamplingPlan
 from components.rollout.runner import CollectionConfig
 from components.sandbox.protocol import Limits
@@ -154,6 +155,23 @@ class PipelineConfig(_Strict):
     diag: DiagSettings | None = None
     # the YAML file it was loaded from, so that an error can name it (None: a profile built in code)
     _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _grpo_engines(self) -> PipelineConfig:
+        # GRPO's engine options are a plain mapping in the training settings (see GRPOKnobs.vllm): checked here, so
+        # that a typo fails when the profile loads, not when the stage starts hours into a run
+        grpo = [("training.grpo", self.training.grpo)]
+        if self.diag is not None:
+            grpo.append(("diag.grpo.settings", self.diag.grpo.settings))
+        for where, settings in grpo:
+            try:
+                engine_config(settings.vllm, "checkpoint")
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise ValueError(f"{where}.vllm.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            except ValueError as exc:
+                raise ValueError(f"{where}.vllm: {exc}") from None
+        return self
 
     @property
     def source(self) -> str:

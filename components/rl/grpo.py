@@ -30,9 +30,10 @@ first time (the same keys). LoRA adapters (peft) are merged into `<out>/merged` 
 
 CPU defaults (SmolLM2-135M): 2 items x 4 samples per step, 6 turns of at most 64 tokens, one episode per
 forward/backward. On a GPU raise num_generations to 8, prompts_per_step to 8-16, micro_batch to 8-16,
-max_new_tokens to 256 and steps to a few hundred. Generation runs through the rollout engine's hf policy over the
-trainer's model (each episode's keys and values kept between its turns, each episode's draws seeded by itself;
-TRL's vLLM path does not drive a multi-turn environment).
+max_new_tokens to 256 and steps to a few hundred. Generation (`generation`) runs through the rollout engine: by
+default its hf policy over the trainer's model (each episode's keys and values kept between its turns, each
+episode's draws seeded by itself); with `generation: vllm` its vllm policy on engines that load the trainer's
+weights at each step, the sampler/trainer gap weighed by TRL's importance sampling (components.rl.engine_weights).
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ from components.envs.episode import Episode, PolicyInfo
 from components.envs.protocol import Env
 from components.policies.hf import HFConfig, HFPolicy
 from components.policies.models import resolve_model
+from components.policies.protocol import Policy
 from components.policies.tokens import ChatTokens
+from components.rl.engine_weights import attach_engines
 from components.rl.multiturn import Sample, TurnSampling, play_episodes
 from components.rollout.store import EpisodeStore, load_episodes_dir
 from components.training.config import GRPOKnobs
@@ -131,16 +134,31 @@ class EpisodeRollout:
         self.gym, self.items = gym, {item.task_id: item for item in gym.items}
         self.chat, self.settings = chat, settings
         self.episodes_dir, self.model_name = episodes_dir, model_name
+        self.engine: Policy | None = None  # generation: vllm: the engines that serve the trainer's weights
         self._store: EpisodeStore | None = None  # opened at the first step, when the rank is known
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
-        import torch
-        from trl.models import unwrap_model_for_generation
-
         step, rank = trainer.state.global_step, trainer.accelerator.process_index
         items = [self.items[str(p)] for p in prompts]
         indices = [(step * trainer.accelerator.num_processes + rank) * len(prompts) + i for i in range(len(prompts))]
         sampling = turn_sampling(self.settings)
+        if self.engine is not None:  # the engines already serve this step's weights (EngineWeights.sync_weights)
+            with self.gym.envs(self.settings.max_turns) as envs:
+                samples = play_episodes(self.engine, envs, items, indices, self.chat, sampling, seed=self.settings.seed)
+        else:
+            samples = self._play_here(trainer, items, indices, sampling)
+        for s in samples:  # the sampling the engine recorded (with each episode's seed), under GRPO's name
+            s.episode.policy = PolicyInfo(backend="grpo", model=self.model_name, sampling=s.episode.policy.sampling)
+            s.episode.metadata["grpo"] = {"step": step, "rank": rank, "generation": self.settings.generation}
+        if self.episodes_dir is not None:
+            self.record(rank, [s.episode for s in samples])
+        return samples_columns(samples, self.gym)
+
+    def _play_here(self, trainer: Any, items: list[Any], indices: list[int], sampling: TurnSampling) -> list[Sample]:
+        """The episodes sampled from the trainer's own model, in this process (generation: hf)."""
+        import torch
+        from trl.models import unwrap_model_for_generation
+
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
                                          ) as model, torch.no_grad(), self.gym.envs(self.settings.max_turns) as envs:
@@ -151,16 +169,10 @@ class EpisodeRollout:
                                        max_batch=len(items), kv_cache_episodes=len(items), logprobs="sampling"),
                               model=model, tokenizer=self.chat.tokenizer)
             try:
-                samples = play_episodes(policy, envs, items, indices, self.chat, sampling, seed=self.settings.seed)
+                return play_episodes(policy, envs, items, indices, self.chat, sampling, seed=self.settings.seed)
             finally:
                 policy.close()
                 model.train(training)
-        for s in samples:  # the sampling the engine recorded (with each episode's seed), under GRPO's name
-            s.episode.policy = PolicyInfo(backend="grpo", model=self.model_name, sampling=s.episode.policy.sampling)
-            s.episode.metadata["grpo"] = {"step": step, "rank": rank}
-        if self.episodes_dir is not None:
-            self.record(rank, [s.episode for s in samples])
-        return samples_columns(samples, self.gym)
 
     def record(self, rank: int, episodes: list[Episode]) -> None:
         """Commit a step's episodes to this rank's store. Sample indices are unique over the run, so a key already
@@ -175,6 +187,9 @@ class EpisodeRollout:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
 
 
 def samples_columns(samples: Sequence[Sample], gym: Gym) -> dict[str, list[Any]]:
@@ -222,12 +237,19 @@ def build_trainer(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPO
         disable_dropout=True,  # the same log-probs when sampling and when scoring
         gradient_checkpointing=settings.gradient_checkpointing, logging_steps=settings.logging_steps,
         save_strategy="steps", save_steps=settings.save_steps, save_total_limit=2, report_to=[],
-        use_cpu=not _cuda(), dataloader_num_workers=0, **precision_flags(settings.precision))
-    return GRPOTrainer(
-        model=str(resolve_model(base_model)), reward_funcs=[episode_reward, *extra_rewards], args=args,
+        use_cpu=not _cuda(), dataloader_num_workers=0,
+        # read by TRL only while engines generate (attach_engines): the sampler/trainer ratio (components.rl.engine_weights)
+        vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=settings.importance_sampling,
+        vllm_importance_sampling_clip_max=settings.importance_sampling_cap, **precision_flags(settings.precision))
+    init = resolve_model(base_model)
+    trainer = GRPOTrainer(
+        model=str(init), reward_funcs=[episode_reward, *extra_rewards], args=args,
         train_dataset=Dataset.from_list([{"prompt": item.task_id} for item in gym.items]), processing_class=tokenizer,
         peft_config=lora_config(settings.lora) if settings.lora.enabled else None, rollout_func=rollout,
         callbacks=list(callbacks))
+    if settings.generation == "vllm":
+        rollout.engine = attach_engines(trainer, settings.vllm, Path(init), out)
+    return trainer
 
 
 def run_grpo(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPOKnobs | None = None,

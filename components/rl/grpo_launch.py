@@ -3,7 +3,7 @@ machines, as the pipeline's SFT, DPO and verifier stages are (components/trainin
 
 A launched rank cannot be handed Python objects: the job names the cases and the fitted statistical world as files
 in the run folder, and each rank loads them (`python -m components.rl.grpo_launch JOB.json`). The rollout already
-gives each rank its own slice of a step's samples (components/rl/grpo.py, DiagRollout); rank 0 writes the result.
+gives each rank its own slice of a step's samples (components/rl/grpo.py, EpisodeRollout); rank 0 writes the result.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ process here and N GPU processes on a node: `launch` picks the accelerate/DeepSp
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -121,6 +121,19 @@ class GRPOKnobs(_Strict):
     logging_steps: int = Field(default=1, gt=0)
     save_steps: int = Field(default=25, gt=0, description="a checkpoint every N steps, for resume")
     seed: int = 0
+    # where episodes are generated: hf samples with the trainer's own model in its process; vllm on engines that
+    # load the trainer's weights at each new step (components.rl.engine_weights), as a GPU run should
+    generation: Literal["hf", "vllm"] = "hf"
+    # options, not the vllm policy's own config type: importing it here would make every training stage's key hash
+    # the vllm policy's code; the profile validates them (components/profile/config.py) and the engines take them
+    vllm: dict[str, Any] = Field(default_factory=dict, description="the engines' options (VLLMPolicyConfig: engines, "
+                                 "devices, dtype, ...; generation: vllm); the model is the run's starting checkpoint")
+    # The engine's log-probs are not the trainer's, even for the same weights (other kernels, bf16 sums in another
+    # order): the ratio trainer/sampler weights each token (truncated importance sampling, TIS); TRL's modes
+    importance_sampling: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = Field(
+        default="token_truncate", description="how the trainer/sampler ratio is applied (generation: vllm)")
+    importance_sampling_cap: float = Field(default=2.0, gt=1, description="the ratio's cap (truncate) or the ratio "
+                                           "above which a token or episode is dropped (mask)")
 
     @model_validator(mode="after")
     def _micro_batches_fill_a_step(self) -> GRPOKnobs:
