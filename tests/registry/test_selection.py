@@ -95,11 +95,11 @@ def _profile(tmp_path: Path, valid: bool = True) -> PipelineConfig:
 def test_the_register_stage_reads_every_candidate_on_valid_and_on_test(tmp_path):
     plan = build_plan(_profile(tmp_path))
     assert [(p.stage.name, p.test, p.valid) for p in plan.policies()] == [
-        ("sft", "sft_test", "sft_valid"), ("dpo", "dpo_test", "dpo_valid"), ("round1-sft", None, None),
-        ("round1-dpo", "round1_test", None)]
+        ("sft", "sft_test", "sft_valid"), ("grpo", "grpo_test", None), ("dpo", "dpo_test", "dpo_valid"),
+        ("round1-sft", None, None), ("round1-dpo", "round1_test", None)]
     assert plan["register"].needs == ("evaluate", "sft", "sft_valid", "sft_test", "dpo", "dpo_valid", "dpo_test")
     assert {"sft_valid", "dpo_valid"} <= set(plan["evaluate"].needs) and "sft_valid" not in plan.evaluated()
-    assert plan.test_reads() == 3  # sft, dpo and round1-dpo are each read on test by the leaderboard
+    assert plan.test_reads() == 4  # sft, grpo, dpo and round1-dpo are each read on test by the leaderboard
     # without valid rollouts: the last trained policy, as before
     assert build_plan(_profile(tmp_path, valid=False))["register"].needs == ("evaluate", "round1-dpo", "round1_test")
 
@@ -141,9 +141,9 @@ def test_the_pipeline_registers_the_best_on_valid_even_where_another_looks_bette
     plan = build_plan(cfg)
     _played(cfg, {"sft_valid": 3, "dpo_valid": 5, "sft_test": 8, "dpo_test": 2})
     chosen = choose(plan, cfg)
-    assert (chosen.on, chosen.chosen, chosen.test_rollout, chosen.test_reads) == ("valid", "dpo", "dpo_test", 3)
+    assert (chosen.on, chosen.chosen, chosen.test_rollout, chosen.test_reads) == ("valid", "dpo", "dpo_test", 4)
     assert [(c.stage, c.valid.value) for c in chosen.candidates] == [("sft", 3 / 8), ("dpo", 5 / 8)]
-    assert chosen.not_candidates == ["round1-sft", "round1-dpo"]
+    assert chosen.not_candidates == ["grpo", "round1-sft", "round1-dpo"]
     _played(cfg, {"dpo_valid": 3})  # the same figure as sft's: the first trained is kept
     assert choose(plan, cfg).chosen == "sft"
 
@@ -217,7 +217,7 @@ def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_ro
         (dataset_dir(cfg, m) / "manifest.json").write_text(manifest.model_dump_json())
     monkeypatch.setattr(flows.pipeline, "register_flow", register_flow.fn)  # the flow's body, without a Prefect server
     out = flows.pipeline.run_register(plan, cfg, plan["register"])
-    assert (out["chosen"], out["chosen_on"], out["test_reads"]) == ("sft", "valid", 3)
+    assert (out["chosen"], out["chosen_on"], out["test_reads"]) == ("sft", "valid", 4)
 
     from mlflow.tracking import MlflowClient
 
