@@ -50,12 +50,15 @@ def main() -> None:
     from components.training.config import CodingGRPOSettings, LoraSettings
 
     cfg = build_plan(load_config(run / "configs" / f"{args.profile}.yaml")).cfg
-    tasks = cfg.data.out_dir / "tasks.jsonl"
-    sft = merged_dir(cfg, "sft")
+    tasks = run / cfg.data.out_dir / "tasks.jsonl"
+    sft = run / merged_dir(cfg, "sft")
     if not tasks.is_file() or not (sft / "config.json").is_file():
         raise SystemExit(f"{run}: no finished demo run here ({tasks} and {sft} are its suite and SFT model)")
     out = run / "bench" / "coding-grpo"
-    engine = {k: v for k, v in cfg.collection("base").policy.options.items() if k != "model"}
+    # the demo's engine settings, with a 1 GiB KV cache: a step's eight episodes need little, and the trainer
+    # shares the machine with it
+    engine = {**{k: v for k, v in cfg.collection("base").policy.options.items() if k != "model"},
+              "cpu_kvcache_space_gib": 1}
     settings = CodingGRPOSettings(
         init=str(sft), steps=args.steps, prompts_per_step=2, num_generations=4, max_turns=3, max_new_tokens=384,
         max_context=4096, learning_rate=args.learning_rate, temperature=1.0, micro_batch=1,
@@ -77,8 +80,9 @@ def main() -> None:
         collection = collection.model_copy(update={"policy": collection.policy.model_copy(update={
             "options": {**collection.policy.options, "model": str(stage.run.model_dir)}})})
         t0 = time.perf_counter()
-        grpo_eps = collect(tasks, out / f"grpo_{split}", collection).episodes
-        sft_eps = load_episodes_dir(cfg.rollout_dir(played_as), strict=True)
+        collect(tasks, out / f"grpo_{split}", collection)
+        grpo_eps = load_episodes_dir(out / f"grpo_{split}", strict=True).episodes
+        sft_eps = load_episodes_dir(run / cfg.rollout_dir(played_as), strict=True).episodes
         figures[split] = {**compare(sft_eps, grpo_eps), "play_seconds": round(time.perf_counter() - t0, 1)}
 
     print(f"coding GRPO from {sft}: {figures['steps']} steps x {settings.episodes_per_step} episodes "
