@@ -98,12 +98,10 @@ class EngineWeights:
 
 def lora_deltas(model: Any) -> dict[str, Any] | None:
     """For a peft model, each LoRA layer's base weight name and its active adapters' delta; None for a plain model."""
-    try:
-        from peft.tuners.lora import LoraLayer
-    except ImportError:
-        return None
     if not hasattr(model, "peft_config"):
         return None
+    from peft.tuners.lora import LoraLayer
+
     deltas: dict[str, Any] = {}
     for name, module in model.named_modules():
         if isinstance(module, LoraLayer) and not module.merged:
@@ -143,15 +141,14 @@ def attach_engines(trainer: Any, options: dict[str, Any], init_dir: Path, out_di
 
     accelerator = trainer.accelerator
     served = engine_config(options, init_dir)
-    config = served
     policy = VLLMPolicy(served) if accelerator.is_main_process else None
     urls = [policy.base_urls if policy is not None else None]
     if accelerator.num_processes > 1:
         broadcast_object_list(urls, from_process=0)
     if policy is None:
         policy = VLLMPolicy(VLLMPolicyConfig(model=str(init_dir), base_url=urls[0],
-                                             concurrency=config.concurrency,
-                                             request_timeout_s=config.request_timeout_s))
+                                             concurrency=served.concurrency,
+                                             request_timeout_s=served.request_timeout_s))
     trainer.use_vllm = True  # TRL's switch for sync_weights() before each rollout and the importance weights
     trainer.vllm_generation = EngineWeights(trainer, policy, init_dir, out_dir)
     trainer._last_loaded_step = -1

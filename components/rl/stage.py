@@ -24,7 +24,7 @@ from components.sandbox.protocol import Limits
 from components.tasks.record import load_tasks
 from components.tracking.tracker import TrackingConfig, flatten
 from components.training.config import CodingGRPOSettings
-from components.training.stage import RUN_MARKER, STAGE_MARKER, RunConflictError
+from components.training.stage import STAGE_MARKER, claim_run_dir
 
 
 @dataclass
@@ -48,7 +48,7 @@ def run_coding_grpo(tasks_path: Path, run_dir: Path, settings: CodingGRPOSetting
                          f"prompts_per_step={settings.prompts_per_step} different tasks per step")
     gym = CodingGym(tasks, Path(tasks_path).parent, env, backend=backend, limits=limits)
     task_digest = hashlib.sha256("\n".join(sorted(t.task_id for t in tasks)).encode()).hexdigest()
-    _claim_run_dir(run_dir, task_digest, init)
+    claim_run_dir(run_dir, {"tasks": task_digest, "init": init}, f"clear {run_dir} to start over")
     with training_run(tracking, run_name, project_root) as mlrun:
         mlrun.set_tags({"medgym.method": "grpo", "medgym.init": init, **(tags or {})})
         mlrun.log_params(flatten({"method": "grpo", "base_model": init, "tasks_file": str(tasks_path),
@@ -71,18 +71,3 @@ def run_coding_grpo(tasks_path: Path, run_dir: Path, settings: CodingGRPOSetting
             {"method": "grpo", "stage": run_name, "kind": "causal", "run_id": mlrun.run_id, "tasks": task_digest,
              "init": init}, indent=1))
         return GRPOStageOutput(run, mlrun.run_id, figures)
-
-
-def _claim_run_dir(out: Path, tasks: str, init: str) -> None:
-    """A run folder belongs to one task set and one starting model: resuming its checkpoints on others would train
-    a mix of both without saying so."""
-    marker, want = out / RUN_MARKER, {"tasks": tasks, "init": init}
-    if marker.is_file():
-        have = json.loads(marker.read_text())
-        if have != want:
-            raise RunConflictError(f"{marker}: its checkpoints are of tasks {str(have.get('tasks'))[:12]}…, init "
-                                   f"{have.get('init')}; this run is tasks {tasks[:12]}…, init {init}: clear {out} "
-                                   "to start over")
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps(want))

@@ -408,7 +408,7 @@ def run_stage(cfg: TrainingProfile, method: Method, dirs: StageDirs, init: str, 
 
         shutil.rmtree(out)
     manifest = read_manifest(data_dir)  # the rows are read, and their hash checked, by the trainer
-    _claim_run_dir(out, manifest.content_hash, base)
+    claim_run_dir(out, {"dataset": manifest.content_hash, "init": base}, "pass --fresh to start over")
     dist = cfg.training.distributed
     with training_run(cfg.tracking, f"{cfg.profile}-{name}", project_root) as run:
         run.set_tags({"medgym.stage": name, "medgym.method": method, "medgym.profile": cfg.profile,
@@ -465,20 +465,20 @@ def prune_checkpoints(run_dir: Path, keep: str) -> list[Path]:
     return doomed
 
 
-def _claim_run_dir(out: Path, content_hash: str, base: str) -> None:
-    """A run folder belongs to one dataset and one starting model: resuming its checkpoints on other data would
-    train a mix of both without saying so."""
+def claim_run_dir(out: Path, identity: dict[str, str], start_over: str) -> None:
+    """A run folder belongs to one run's inputs (`identity`: its data and starting model): resuming its checkpoints
+    on others would train a mix of both without saying so. The first run writes them; a later one must match."""
     marker = out / RUN_MARKER
-    want = {"dataset": content_hash, "init": base}
     if marker.is_file():
         have = json.loads(marker.read_text())
-        if have != want:
-            raise RunConflictError(f"{out} holds checkpoints of another run (dataset {have.get('dataset', '?')[:12]}…, init "
-                             f"{have.get('init')}); this one is dataset {content_hash[:12]}…, init {base}: pass "
-                             "--fresh to start over")
+        if have != identity:
+            def said(d: dict[str, Any]) -> str:  # hashes cut to 12 characters
+                return ", ".join(f"{k} {str(v)[:12] + '…' if len(str(v)) == 64 else v}" for k, v in d.items())
+            raise RunConflictError(f"{out} holds checkpoints of another run ({said(have)}); this one is "
+                                   f"{said(identity)}: {start_over}")
         return
     out.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps(want))
+    marker.write_text(json.dumps(identity))
 
 
 def _copy_dir(src: Path, dest: Path) -> None:
