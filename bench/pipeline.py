@@ -140,7 +140,7 @@ def pipeline(path: Path, cpu: Callable[[], float]) -> tuple[float, float, float,
     from components.pipeline import closure, state
     from flows.pipeline import pipeline_flow
 
-    for cached in (closure._edges, closure.closure, state.code_digest):
+    for cached in (closure._parsed_names, closure.closure, state.code_digest):
         cached.cache_clear()
     with inside_components() as spent:
         cpu0, start = cpu(), time.perf_counter()

