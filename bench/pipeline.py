@@ -16,8 +16,9 @@ too, with every round, and it moves by that much.
 
 Each run starts from a fresh folder and an MLflow store whose tables exist (creating them takes seconds once per
 store, not per run, and both runs paid it), and each pipeline run computes its stage keys afresh, as a command
-does. The Prefect temporary server's start is a one-off per command and reported on its own; so is a rerun that
-finds every stage cached (the pipeline's cost when nothing changed).
+does: what each module imports comes from the checkout's store (`.state/closure-names.json`), as it does for every
+command after the first in a checkout. The Prefect temporary server's start is a one-off per command and reported
+on its own; so is a rerun that finds every stage cached (the pipeline's cost when nothing changed).
 """
 
 from __future__ import annotations

@@ -34,14 +34,15 @@ Decision = Literal["cached", "new", "resume", "extend", "stale"]
 
 
 DIGESTS = "digests.json"  # in the pipeline's state folder: each read file's content digest, by its stat
-NAMES = "closure-names.json"  # beside it: what each module imports, by its content (components/pipeline/closure.py)
+# what each module of a checkout imports, by its content (components/pipeline/closure.py): one file for every
+# profile and command of the checkout, which content keys make safe to share
+NAMES = Path(".state") / "closure-names.json"
 
 
-def stage_files(root: Path, kind: str, state_dir: Path | None = None) -> tuple[str, ...]:
-    """The files under `root` a kind of stage runs or reads: its entry modules' import closure and what it reads.
-    `state_dir`: the pipeline's state folder, where the modules' parsed imports are kept between commands."""
+def stage_files(root: Path, kind: str) -> tuple[str, ...]:
+    """The files under `root` a kind of stage runs or reads: its entry modules' import closure and what it reads."""
     k = kind_of(kind)
-    return closure(root, k.entries, state_dir / NAMES if state_dir is not None else None) + k.reads
+    return closure(root, k.entries, root / NAMES) + k.reads
 
 
 @cache
@@ -64,7 +65,7 @@ def code_digest(root: Path, paths: tuple[str, ...]) -> str:
 def stage_key(plan: Plan, stage: Stage, upstream: Mapping[str, str], root: Path) -> str:
     kind = kind_of(stage.kind)
     doc: dict[str, Any] = {"stage": stage.name, "kind": stage.kind, "inputs": kind.inputs(plan, stage),
-                           "code": code_digest(root, stage_files(root, stage.kind, root / plan.cfg.pipeline.state_dir)),
+                           "code": code_digest(root, stage_files(root, stage.kind)),
                            "upstream": {n: upstream[n] for n in stage.needs}}
     reads = kind.data(plan, stage)
     if reads:  # only then: the keys of stages that read nothing from outside stay what they were
