@@ -136,13 +136,10 @@ def server_cpu() -> Callable[[], float]:
 
 
 def pipeline(path: Path, cpu: Callable[[], float]) -> tuple[float, float, float, dict]:
-    """One pipeline run of the stages, its stage keys computed afresh (a process caches them; a command is one run):
-    its wall time, the part of it inside the components' calls, the server's CPU time meanwhile, its summary."""
-    from components.pipeline import closure, state
+    """One pipeline run of the stages, its stage keys computed afresh (each run reads the code anew, as a command
+    does): its wall time, the part of it inside the components' calls, the server's CPU time meanwhile, its summary."""
     from flows.pipeline import pipeline_flow
 
-    for cached in (closure._parsed_names, closure.closure, state.code_digest):
-        cached.cache_clear()
     with inside_components() as spent:
         cpu0, start = cpu(), time.perf_counter()
         summary = pipeline_flow(profile=str(path), only=STAGES)

@@ -30,7 +30,7 @@ from components.pipeline.kinds import kind_of
 from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, environment_tags, provenance_tags
-from components.pipeline.state import PipelineState, clear_outputs, decide, stage_key
+from components.pipeline.state import PipelineState, clear_outputs, decide, forget_code, stage_key
 from components.policies.engines import VLLMServers
 from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
@@ -73,6 +73,7 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
     # a profile's paths (data/, models/, a profile file given as a path) are the project root's; a Prefect process
     # worker starts each flow run in a temporary folder, where a stage resolving one would read and write elsewhere
     os.chdir(PROJECT_ROOT)
+    forget_code()
     plan = load_plan(profile, only)
     state = state_for(plan.cfg)
     if dry_run:

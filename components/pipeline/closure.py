@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -32,12 +33,31 @@ class ClosureError(ValueError):
     """An entry module that is not a file of the project, or a module that does not parse."""
 
 
+@cache
+def _files_in(folder: Path) -> frozenset[str]:
+    """The names of the files in `folder` (none where it is no folder), read once per process: every module of a
+    folder asks, and a directory entry says whether it is a file without a stat."""
+    try:
+        with os.scandir(folder) as entries:
+            return frozenset(e.name for e in entries if e.is_file())
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+
+
+def forget() -> None:
+    """Drop what this process remembers of the files (the parsed imports, the folders' listings, the closures): a
+    later call reads the tree as a new command would."""
+    for cached in (_files_in, _parsed_names, closure):
+        cached.cache_clear()
+
+
 def module_file(root: Path, name: str) -> Path | None:
     """The file of dotted module `name` under `root` (a module or a package's `__init__`), None where there is none."""
     base = root.joinpath(*name.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
+    if f"{base.name}.py" in _files_in(base.parent):
+        return base.with_suffix(".py")
+    if "__init__.py" in _files_in(base):
+        return base / "__init__.py"
     return None
 
 
@@ -95,7 +115,7 @@ class NameStore:
             except (OSError, ValueError):
                 self._entries = {}  # a damaged store costs a parse, never a wrong closure
 
-    def names(self, root: Path, path: Path, beside: set[str]) -> list[str]:
+    def names(self, root: Path, path: Path, beside: frozenset[str]) -> list[str]:
         # its package too: a relative import names another module from another folder
         where = path.parent.relative_to(root).as_posix()
         key = hashlib.sha256(path.read_bytes() + b"\0" + "\0".join([where, *sorted(beside)]).encode()).hexdigest()
@@ -118,7 +138,7 @@ class NameStore:
 
 def _edges(root: Path, path: Path, store: NameStore) -> tuple[Path, ...]:
     """The project files module `path` imports or names."""
-    beside = {p.name for p in path.parent.iterdir() if p.is_file()}
+    beside = _files_in(path.parent)
     out: list[Path] = []
     for name in store.names(root, path, beside):
         if name in beside:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from components.common.io import atomic_write
-from components.pipeline.closure import closure
+from components.pipeline.closure import closure, forget
 from components.pipeline.digest import DigestCache
 from components.pipeline.kinds import kind_of
 from components.pipeline.plan import Plan, Stage
@@ -43,6 +43,13 @@ def stage_files(root: Path, kind: str) -> tuple[str, ...]:
     """The files under `root` a kind of stage runs or reads: its entry modules' import closure and what it reads."""
     k = kind_of(kind)
     return closure(root, k.entries, root / NAMES) + k.reads
+
+
+def forget_code() -> None:
+    """Read the code afresh at the next stage key: a process that runs the pipeline again (a served deployment)
+    must see the edits made since its last run, as a new command does."""
+    forget()
+    code_digest.cache_clear()
 
 
 @cache

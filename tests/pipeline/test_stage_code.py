@@ -124,8 +124,7 @@ def test_the_parsed_imports_kept_between_commands_follow_an_edit_and_a_new_file_
     store = tmp_path / "state" / "closure-names.json"
 
     def command() -> tuple[str, ...]:  # a new command: nothing of the last one's in memory, only the store on disk
-        module.closure.cache_clear()
-        module._parsed_names.cache_clear()
+        module.forget()
         return module.closure(root, ("components.app",), store)
 
     assert command() == ("components/__init__.py", "components/a.py", "components/app.py")
