@@ -27,7 +27,8 @@ from components.rollout.collect import select_tasks
 from components.tasks.record import load_tasks
 
 
-def _requests(chat: ChatTokens, tasks_path: Path, n: int, new_tokens: int) -> list[GenerationRequest]:
+def first_requests(chat: ChatTokens, tasks_path: Path, n: int, new_tokens: int) -> list[GenerationRequest]:
+    """The first turn of `n` held-out demo tasks (every domain), greedy and capped at `new_tokens`."""
     out = []
     for i, task in enumerate(select_tasks(load_tasks(tasks_path), "test", n)):
         msgs = agent_messages(task.prompt)
@@ -48,7 +49,7 @@ def main(episodes: int = 16, new_tokens: int = 64, model: str = "SmolLM2-135M-In
 
     hf = HFPolicy(HFConfig(model=model, dtype=dtype))
     chat = ChatTokens(hf.tokenizer)
-    reqs = _requests(chat, tasks, episodes, new_tokens)
+    reqs = first_requests(chat, tasks, episodes, new_tokens)
     hf.generate(reqs[:2])  # warm-up: first-call allocations
     rows = []
     t_one, n_one = _timed(hf, [[r] for r in reqs])

@@ -6,6 +6,7 @@ Each variant starts its own server (the start is timed: launch to a healthy /hea
 then `--requests` concurrent completions of the first prompts of demo test tasks, each `--new-tokens` long
 (`ignore_eos`: every request decodes the same number of tokens). Ratios are against vLLM's defaults measured in
 the same run: compiled graphs (torch.compile at start) and one core kept from the engine for its API server.
+Every other server option is the demo's (configs/demo.yaml).
 """
 
 from __future__ import annotations
@@ -20,27 +21,31 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench.generation import first_requests
 from components.common.paths import PROJECT_ROOT
-from components.envs.prompt import agent_messages
 from components.policies.models import SMOLLM2
 from components.policies.tokens import ChatTokens
 from components.policies.vllm_server import VLLMConfig, VLLMServer
-from components.rollout.collect import select_tasks
-from components.tasks.record import load_tasks
+from components.profile.config import load_config
 from components.training.models import load_tokenizer
 
+# over the demo's engine options with these two set back to vLLM's defaults (the first variant)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "vLLM's defaults (compiled, 1 core reserved)": {},
-    "enforce_eager": {"enforce_eager": True},
+    "vLLM's defaults (compiled, 1 core reserved)": {"enforce_eager": False, "cpu_reserved_cores": None},
+    "enforce_eager": {"enforce_eager": True, "cpu_reserved_cores": None},
     "enforce_eager, cpu_reserved_cores 0": {"enforce_eager": True, "cpu_reserved_cores": 0},
 }
 
 
-def _prompts(model: str, tasks_path: Path, n: int) -> list[list[int]]:
-    chat = ChatTokens(load_tokenizer(model))
-    tasks = select_tasks(load_tasks(tasks_path), "test", n)
-    prompts = [chat.start(agent_messages(t.prompt)) for t in tasks]
-    return [prompts[i % len(prompts)] for i in range(n)]
+def demo_engine() -> dict[str, Any]:
+    """The demo's server options (its base collection's, which every collection takes): what a variant changes."""
+    options = load_config("demo").rollouts["base"].policy.options
+    return {k: v for k, v in options.items() if k in VLLMConfig.model_fields}
+
+
+def _prompts(model: str, tasks_path: Path, n: int, new_tokens: int) -> list[list[int]]:
+    requests = first_requests(ChatTokens(load_tokenizer(model)), tasks_path, n, new_tokens)
+    return [requests[i % len(requests)].prompt_token_ids for i in range(n)]
 
 
 def _run(options: dict[str, Any], prompts: list[list[int]], new_tokens: int) -> tuple[float, float]:
@@ -69,9 +74,8 @@ def _run(options: dict[str, Any], prompts: list[list[int]], new_tokens: int) -> 
 
 def main(requests: int = 48, new_tokens: int = 256, model: str = SMOLLM2,
          tasks: Path = PROJECT_ROOT / "data" / "demo" / "tasks.jsonl") -> None:
-    prompts = _prompts(model, tasks, requests)
-    base = {"model": model, "max_model_len": 4096, "dtype": "bfloat16", "cpu_kvcache_space_gib": 2,
-            "extra_args": ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"]}
+    prompts = _prompts(model, tasks, requests, new_tokens)
+    base = demo_engine() | {"model": model}
     rows = [(name, *_run(base | extra, prompts, new_tokens)) for name, extra in VARIANTS.items()]
     table = Table("engine settings", "start s", "× start", "tokens/s", "× tokens/s")
     for name, started, rate in rows:

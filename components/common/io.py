@@ -43,6 +43,32 @@ def atomic_write(path: Path | str, mode: str = "w", encoding: str | None = "utf-
         raise
 
 
+class JsonCache:
+    """Entries remembered between commands in one JSON object file: read at start (a missing or damaged file is an
+    empty cache, whose cost is recomputing, never a wrong answer), written whole and atomically by `save` when an
+    entry changed. Subclasses say what an entry is and when it is still good."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._entries: dict[str, Any] = {}
+        self._dirty = False
+        if path is not None and path.is_file():
+            try:
+                self._entries = json.loads(path.read_text())
+            except (OSError, ValueError):
+                self._entries = {}
+
+    def _put(self, key: str, value: Any) -> None:
+        self._entries[key] = value
+        self._dirty = True
+
+    def save(self) -> None:
+        if self.path is not None and self._dirty:
+            with atomic_write(self.path) as fh:
+                json.dump(self._entries, fh)
+            self._dirty = False
+
+
 @contextlib.contextmanager
 def atomic_dir(path: Path | str) -> Iterator[Path]:
     """Fill a temporary sibling folder, then swap it in for `path`: readers see the old folder or the new one,

@@ -8,19 +8,19 @@ the files this returns (components/pipeline/state.py).
 
 Parsing every module is most of what a command spends on its stage keys (0.3-0.6 s on 2 cores), so what a module
 names can be kept in a JSON file between commands (`store`), under the digest of its bytes, its folder and the
-names of the files beside it: an edited module, or a new file beside it, is parsed again.
+names of the files beside it: an edited module, or a new file beside it, is parsed again. A process reads the
+store once and every closure it computes shares it.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import os
 from functools import cache
 from pathlib import Path
 
-from components.common.io import atomic_write
+from components.common.io import JsonCache
 
 # where the work is done; flows/ stays out (see components/pipeline/state.py)
 PACKAGES = ("components",)
@@ -47,7 +47,7 @@ def _files_in(folder: Path) -> frozenset[str]:
 def forget() -> None:
     """Drop what this process remembers of the files (the parsed imports, the folders' listings, the closures): a
     later call reads the tree as a new command would."""
-    for cached in (_files_in, _parsed_names, closure):
+    for cached in (_files_in, name_store, closure):
         cached.cache_clear()
 
 
@@ -89,51 +89,49 @@ def _followed(name: str) -> bool:
     return name.split(".")[0] in PACKAGES and not any(name == n or name.startswith(f"{n}.") for n in NOT_FOLLOWED)
 
 
-@cache
-def _parsed_names(root: Path, path: Path, digest: str) -> list[str]:
-    """Parsed once per process for each content (`digest`), whatever the store holds."""
+def _parse(root: Path, path: Path, beside: frozenset[str]) -> list[str]:
+    """The names in module `path` that lead to a project file: a file beside it, or a followed module."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except SyntaxError as e:
         raise ClosureError(f"{path.relative_to(root)}:{e.lineno}: cannot parse: {e.msg}") from e
-    return sorted(_imported_names(tree, ".".join(path.relative_to(root).parent.parts)))
+    names = _imported_names(tree, ".".join(path.relative_to(root).parent.parts))
+    return sorted(n for n in names
+                  if n in beside or (_followed(n) and all(p.isidentifier() for p in n.split("."))))
 
 
-class NameStore:
-    """What each module names, kept in one JSON file under a digest of its bytes and of the files beside it."""
+class NameStore(JsonCache):
+    """What each module names, kept under a digest of its bytes, its folder and the names of the files beside it
+    (what `_parse` keeps depends on them); `parsed` counts the modules this process had to parse."""
 
-    LIMIT = 20_000  # entries; past it a save keeps only what this closure used (old versions of edited files go)
+    LIMIT = 20_000  # entries; past it a save keeps only those this process used (old versions of edited files go)
+    FORMAT = b"filtered-names/2"  # in every key: a store written by another version of `_parse` is never read
 
     def __init__(self, path: Path | None):
-        self.path = path
-        self._entries: dict[str, list[str]] = {}
+        super().__init__(path)
         self._used: set[str] = set()
-        self._dirty = False
-        if path is not None and path.is_file():
-            try:
-                self._entries = json.loads(path.read_text())
-            except (OSError, ValueError):
-                self._entries = {}  # a damaged store costs a parse, never a wrong closure
+        self.parsed = 0
 
     def names(self, root: Path, path: Path, beside: frozenset[str]) -> list[str]:
-        # its package too: a relative import names another module from another folder
         where = path.parent.relative_to(root).as_posix()
-        key = hashlib.sha256(path.read_bytes() + b"\0" + "\0".join([where, *sorted(beside)]).encode()).hexdigest()
+        listing = "\0".join([where, *sorted(beside)]).encode()
+        key = hashlib.sha256(self.FORMAT + b"\0" + path.read_bytes() + b"\0" + listing).hexdigest()
         self._used.add(key)
-        known = self._entries.get(key)
-        if known is None:
-            known = self._entries[key] = _parsed_names(root, path, key)
-            self._dirty = True
-        return known
+        if key not in self._entries:
+            self.parsed += 1
+            self._put(key, _parse(root, path, beside))
+        return self._entries[key]
 
     def save(self) -> None:
-        if self.path is not None and self._dirty:
-            if len(self._entries) > self.LIMIT:
-                self._entries = {k: v for k, v in self._entries.items() if k in self._used}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(self.path) as fh:
-                json.dump(self._entries, fh)
-            self._dirty = False
+        if self._dirty and len(self._entries) > self.LIMIT:
+            self._entries = {k: v for k, v in self._entries.items() if k in self._used}
+        super().save()
+
+
+@cache
+def name_store(path: Path | None) -> NameStore:
+    """The process's one store per file (None: kept in memory only), read once and shared by every closure."""
+    return NameStore(path)
 
 
 def _edges(root: Path, path: Path, store: NameStore) -> tuple[Path, ...]:
@@ -141,10 +139,7 @@ def _edges(root: Path, path: Path, store: NameStore) -> tuple[Path, ...]:
     beside = _files_in(path.parent)
     out: list[Path] = []
     for name in store.names(root, path, beside):
-        if name in beside:
-            out.append(path.parent / name)
-        elif _followed(name) and all(p.isidentifier() for p in name.split(".")):
-            out.extend(_package_files(root, name))
+        out.extend([path.parent / name] if name in beside else _package_files(root, name))
     return tuple(out)
 
 
@@ -152,7 +147,7 @@ def _edges(root: Path, path: Path, store: NameStore) -> tuple[Path, ...]:
 def closure(root: Path, entries: tuple[str, ...], store: Path | None = None) -> tuple[str, ...]:
     """The files (relative to `root`, sorted) that importing `entries` (dotted module names) may run or read;
     `store`: the JSON file that keeps what each module names between commands (None: parse every module)."""
-    names = NameStore(store)
+    names = name_store(store)
     todo: list[Path] = []
     for entry in entries:
         if module_file(root, entry) is None:

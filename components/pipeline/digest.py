@@ -10,28 +10,17 @@ too): a run that finds nothing changed stats the files and reads none.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
-from components.common.io import atomic_write
+from components.common.io import JsonCache
 
 MISSING = "missing"  # a path that is not there: the stage that reads it says so when it runs
 _CHUNK = 1 << 20
 
 
-class DigestCache:
+class DigestCache(JsonCache):
     """sha256 of files and folders, remembered per file by (size, mtime_ns, inode) in one JSON file."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._entries: dict[str, list[int | str]] = {}
-        self._dirty = False
-        if path.is_file():
-            try:
-                self._entries = json.loads(path.read_text())
-            except (OSError, ValueError):
-                self._entries = {}  # a damaged cache costs a rehash, never a wrong digest
 
     def digest(self, target: Path) -> str:
         """One digest of a file, or of a folder's files (their paths relative to it and their contents), hidden
@@ -46,13 +35,6 @@ class DigestCache:
             h.update(f.relative_to(target).as_posix().encode() + b"\0" + self._file(f).encode() + b"\n")
         return h.hexdigest()
 
-    def save(self) -> None:
-        if self._dirty:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(self.path) as fh:
-                json.dump(self._entries, fh)
-            self._dirty = False
-
     def _file(self, path: Path) -> str:
         st = os.stat(path)
         stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
@@ -63,8 +45,7 @@ class DigestCache:
         with open(path, "rb") as fh:
             while chunk := fh.read(_CHUNK):
                 h.update(chunk)
-        self._entries[str(path)] = [*stamp, h.hexdigest()]
-        self._dirty = True
+        self._put(str(path), [*stamp, h.hexdigest()])
         return h.hexdigest()
 
 

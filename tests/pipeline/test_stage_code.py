@@ -128,9 +128,9 @@ def test_the_parsed_imports_kept_between_commands_follow_an_edit_and_a_new_file_
         return module.closure(root, ("components.app",), store)
 
     assert command() == ("components/__init__.py", "components/a.py", "components/app.py")
-    assert store.is_file() and module._parsed_names.cache_info().misses == 3
+    assert store.is_file() and module.name_store(store).parsed == 3
     assert command() == ("components/__init__.py", "components/a.py", "components/app.py")
-    assert module._parsed_names.cache_info().misses == 0  # every module's imports came from the store
+    assert module.name_store(store).parsed == 0  # every module's imports came from the store
     (root / "components/app.py").write_text("from . import a, b\n", encoding="utf-8")
     assert command() == ("components/__init__.py", "components/a.py", "components/app.py", "components/b.py")
     # a file beside a module is one it may read by name: its arrival makes the module's names be read again
