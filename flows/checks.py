@@ -23,10 +23,10 @@ def solvability_flow(tasks_path: Path, profile: str | PipelineConfig = "demo", s
     limits = cfg.sandbox.limits.model_copy(update={"timeout_s": env_cfg.exec_timeout_s})
     with sandbox_supply(cfg.sandbox.backend, limits) as supply:
         report = check_solvability(tasks, Path(tasks_path).parent, supply, env_cfg)
-    with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(f"solvability-{split}") as run:
-        run.set_tags({"medgym.stage": "data.solvability", "medgym.profile": cfg.profile})
-        run.log_params({"tasks": str(tasks_path), "split": split, "backend": cfg.sandbox.backend})
-        run.log_metrics({"episodes": report.episodes, "solved": report.solved, "rate": report.rate,
+    with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(
+            f"solvability-{split}", tags={"medgym.stage": "data.solvability", "medgym.profile": cfg.profile}) as run:
+        run.log(params={"tasks": str(tasks_path), "split": split, "backend": cfg.sandbox.backend},
+                metrics={"episodes": report.episodes, "solved": report.solved, "rate": report.rate,
                          **{f"rate_{d}": s / n for d, (n, s) in report.by_domain.items() if n}})
     if report.solved != report.episodes:
         raise ValueError(f"{report.episodes - report.solved} of {report.episodes} {split} tasks in {tasks_path} "

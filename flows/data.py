@@ -84,11 +84,11 @@ def build_suite_flow(profile: str | PipelineConfig = "demo", suite: Literal["dem
     for cat in report.categories.values():
         by_domain[cat.domain] = by_domain.get(cat.domain, 0) + cat.confirmed
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
-    with tracker.run(f"build-{suite}-seed{cfg.data.seed}") as run:
-        run.set_tags({"medgym.stage": "data.build", "medgym.profile": cfg.profile})
-        run.log_params({"suite": suite, "seed": cfg.data.seed, **cfg.data.suites[suite].model_dump(),
-                        "categories": len(report.categories), "out_dir": str(out)})
-        run.log_metrics({"tasks": report.total, "seconds": seconds, "tasks_per_second": report.total / seconds,
+    with tracker.run(f"build-{suite}-seed{cfg.data.seed}",
+                     tags={"medgym.stage": "data.build", "medgym.profile": cfg.profile}) as run:
+        run.log(params={"suite": suite, "seed": cfg.data.seed, **cfg.data.suites[suite].model_dump(),
+                        "categories": len(report.categories), "out_dir": str(out)},
+                metrics={"tasks": report.total, "seconds": seconds, "tasks_per_second": report.total / seconds,
                          **{f"tasks_{d}": n for d, n in by_domain.items()}})
         run.log_artifact(out / "build_report.json")
     return {"tasks": report.total, "categories": len(report.categories), "seconds": round(seconds, 1),
@@ -110,9 +110,8 @@ def import_flow(src: Path, out_dir: Path, profile: str | PipelineConfig = "demo"
     if report.imported:
         validate_task(Path(out_dir) / "tasks.jsonl")
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
-    with tracker.run("import-medagentgym") as run:
-        run.set_tags({"medgym.stage": "data.import", "medgym.profile": cfg.profile})
-        run.log_params({"src": str(src), "out_dir": str(out_dir), "seed": seed, "rollout_indices": rollout_indices})
-        run.log_metrics({f"imported_{k.replace('/', '_')}": c.imported for k, c in report.per_file.items()})
+    with tracker.run("import-medagentgym", tags={"medgym.stage": "data.import", "medgym.profile": cfg.profile}) as run:
+        run.log(params={"src": str(src), "out_dir": str(out_dir), "seed": seed, "rollout_indices": rollout_indices},
+                metrics={f"imported_{k.replace('/', '_')}": c.imported for k, c in report.per_file.items()})
         run.log_artifact(report_path)
     return report

@@ -25,7 +25,7 @@ from components.diag.record import load_cases
 from components.diag.validation import CaseValidationReport, validate_cases
 from components.diag.world import RecordedWorldModel, StatisticalWorldModel
 from components.profile.config import PipelineConfig, as_config
-from components.tracking.tracker import MlflowTracker, mlflow_key, parent_tags
+from components.tracking.tracker import MlflowTracker, mlflow_key
 
 
 class CaseValidationError(ValueError):
@@ -45,10 +45,8 @@ def validate_or_raise(path: Path) -> CaseValidationReport:
 
 def track_stage(cfg: PipelineConfig, name: str, stage: str, params: dict, metrics: dict, artifacts: list[Path]) -> None:
     tracker = MlflowTracker(cfg.tracking, PROJECT_ROOT)
-    with tracker.run(name) as run:
-        run.set_tags({"medgym.stage": stage, "medgym.profile": cfg.profile, **parent_tags(cfg.tracking)})
-        run.log_params(params)
-        run.log_metrics(metrics)
+    with tracker.run(name, tags={"medgym.stage": stage, "medgym.profile": cfg.profile}) as run:
+        run.log(params=params, metrics=metrics)
         for path in artifacts:
             if path.is_file():
                 run.log_artifact(path)

@@ -123,8 +123,8 @@ def world_flow(config: PipelineConfig) -> dict[str, Any]:
     models: list[Any] = [RecordedWorldModel(), statistical]
     out: dict[str, Any] = {"world": digest}
     if w.lm.enabled:
-        with training_run(config.tracking, "diag-world-lm", PROJECT_ROOT) as run:
-            run.set_tags({"medgym.stage": "diag.world", "medgym.profile": config.profile})
+        with training_run(config.tracking, "diag-world-lm", PROJECT_ROOT,
+                          tags={"medgym.stage": "diag.world", "medgym.profile": config.profile}) as run:
             run.log_params(flatten(w.lm.model_dump(mode="json")) | {"base_model": d.base_model})
             trained = train_world_model(train[:w.lm.train_cases], d.base_model, world_dir, w.lm.sft,
                                         condition_on_diagnosis=w.lm.condition_on_diagnosis,
@@ -163,8 +163,8 @@ def cold_start_flow(config: PipelineConfig) -> dict[str, Any]:
     _, splits = _cases(config)
     cases = splits["train"][:d.cold_start.train_cases]
     world, digest = _world(config)
-    with training_run(config.tracking, "diag-cold-start", PROJECT_ROOT) as run:
-        run.set_tags({"medgym.stage": "diag.cold_start", "medgym.profile": config.profile})
+    with training_run(config.tracking, "diag-cold-start", PROJECT_ROOT,
+                      tags={"medgym.stage": "diag.cold_start", "medgym.profile": config.profile}) as run:
         run.log_params(flatten(d.cold_start.model_dump(mode="json")) | {"base_model": d.base_model,
                                                                          "cases": len(cases), "world": digest})
         done = cold_start(cases, world, d.base_model, PROJECT_ROOT / paths["cold_start"], d.cold_start.sft, d.env,
@@ -187,8 +187,8 @@ def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
     _, splits = _cases(config)
     cases, s = splits["train"][:d.grpo.train_cases], d.grpo.settings
     world, digest = _world(config)
-    with training_run(config.tracking, "diag-grpo", PROJECT_ROOT) as run:
-        run.set_tags({"medgym.stage": "diag.grpo", "medgym.profile": config.profile})
+    with training_run(config.tracking, "diag-grpo", PROJECT_ROOT,
+                      tags={"medgym.stage": "diag.grpo", "medgym.profile": config.profile}) as run:
         run.log_params(flatten(s.model_dump(mode="json")) | {"cases": len(cases), "world": digest})
         done = launch_grpo(cases, world, str(PROJECT_ROOT / paths["cold_start"] / MERGED), PROJECT_ROOT / paths["grpo"],
                            s, d.env, distributed=config.training.distributed,

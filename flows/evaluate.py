@@ -60,8 +60,9 @@ def eval_flow(config: str | PipelineConfig, rollout: str, baseline: str | None =
     path = Path(out) if out else PROJECT_ROOT / cfg.pipeline.reports_dir / cfg.profile / f"{rollout}.json"
     with atomic_write(path) as fh:
         json.dump(report, fh, indent=1, default=str)
-    with training_run(cfg.tracking, f"eval-{rollout}", PROJECT_ROOT, system_metrics=False) as run:
-        run.set_tags({"medgym.stage": "evaluate", "medgym.rollout": rollout, "medgym.baseline": baseline or ""})
+    with training_run(cfg.tracking, f"eval-{rollout}", PROJECT_ROOT, system_metrics=False,
+                      tags={"medgym.stage": "evaluate", "medgym.rollout": rollout,
+                            "medgym.baseline": baseline or ""}) as run:
         flat = flatten({k: report[k] for k in ("success", "verifier", "versus_baseline") if k in report})
         run.log_metrics({mlflow_key(k): float(v) for k, v in flat.items()
                          if isinstance(v, (int, float)) and not isinstance(v, bool)})
@@ -113,11 +114,10 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
     print(markdown)
     publish_leaderboard(cfg.profile, name, board)
 
-    with training_run(cfg.tracking, f"{name}", PROJECT_ROOT, system_metrics=False) as run:
-        run.set_tags({"medgym.stage": "evaluate", "medgym.profile": cfg.profile, "medgym.rollouts": ",".join(names),
-                      "medgym.baseline": baseline or "", "medgym.verifier": verifier or ""})
-        run.log_metrics({mlflow_key(k): v for k, v in board.metrics().items()})
-        run.log_metrics({mlflow_key(k): v for k, v in _verifier_metrics(judged).items()})
+    tags = {"medgym.stage": "evaluate", "medgym.profile": cfg.profile, "medgym.rollouts": ",".join(names),
+            "medgym.baseline": baseline or "", "medgym.verifier": verifier or ""}
+    with training_run(cfg.tracking, f"{name}", PROJECT_ROOT, system_metrics=False, tags=tags) as run:
+        run.log(metrics={mlflow_key(k): v for k, v in (board.metrics() | _verifier_metrics(judged)).items()})
         for path in (md_path, json_path, *series, *([report_dir / "verifier.json"] if judged else [])):
             run.log_artifact(path)
         for path in plots:

@@ -22,7 +22,7 @@ def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
         config.training.grpo, str(PROJECT_ROOT / init) if init != config.training.base_model else init,
         env=config.env, backend=config.sandbox.backend, limits=config.sandbox.limits, categories=config.focus,
         tracking=config.tracking, run_name=f"{config.profile}-grpo", project_root=PROJECT_ROOT,
-        tags={"medgym.stage": "grpo", "medgym.profile": config.profile})
+        tags={"medgym.stage": "grpo", "medgym.profile": config.profile}, distributed=config.training.distributed)
     return {**out.figures, "model_dir": str(out.run.model_dir), "run_id": out.run_id}
 
 

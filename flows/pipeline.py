@@ -100,23 +100,22 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
             state.mark_session_run(session, parent.run_id, stages)
         if resume:
             say(f"carrying on under the {'dvc repro' if session else 'interrupted pipeline'} run {resume}")
-        parent.set_tags({"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
-                         "medgym.stages": ",".join(stages), **provenance_tags(PROJECT_ROOT),
-                         **environment_tags(plan.cfg, PROJECT_ROOT),
-                         **({"medgym.dvc_session": session} if session else {})})
-        parent.log_params(params)
+        parent.log(params=params, tags={"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
+                                        "medgym.stages": ",".join(stages), **provenance_tags(PROJECT_ROOT),
+                                        **environment_tags(plan.cfg, PROJECT_ROOT),
+                                        **({"medgym.dvc_session": session} if session else {})})
         tracked = plan.cfg.tracking.model_copy(update={"parent_run_id": parent.run_id})
         run_cfg = plan.cfg.model_copy(update={"tracking": tracked})
         with VLLMServers() as engines:
             _run_stages(plan, run_cfg, state, keys, report, only, force, parent, engines)
         total = round(time.time() - started, 1)
-        # the engine's starts and how each checkpoint change was served: a restart costs a minute on a CPU
-        parent.log_metrics({"pipeline.wall_s": total, "pipeline.engine_starts": engines.starts,
-                            "pipeline.engine_reloads_inplace": engines.reloads.count("inplace"),
-                            "pipeline.engine_reloads_restart": engines.reloads.count("restart")})
         # a scheduled run that found no new data, code or settings says so where its runs are browsed
         nothing_new = all(r["status"] == "cached" for r in report.values())
-        parent.set_tags({"medgym.nothing_new": str(nothing_new).lower()})
+        # the engine's starts and how each checkpoint change was served: a restart costs a minute on a CPU
+        parent.log(metrics={"pipeline.wall_s": total, "pipeline.engine_starts": engines.starts,
+                            "pipeline.engine_reloads_inplace": engines.reloads.count("inplace"),
+                            "pipeline.engine_reloads_restart": engines.reloads.count("restart")},
+                   tags={"medgym.nothing_new": str(nothing_new).lower()})
         if nothing_new:
             say(f"nothing new: every stage of {plan.cfg.profile} holds for its data, code and settings ({total} s)")
         if not only:

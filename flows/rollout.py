@@ -77,21 +77,17 @@ def _track(cfg: PipelineConfig, name: str, tasks: Path, out_dir: Path, config: C
         **{f"policy.{k}": v for k, v in policy.options.items() if "key" not in k.lower() or k == "api_key_env"},
     }
     summary = result.summary
-    with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(f"rollout-{name}") as run:
-        run.set_tags({"medgym.stage": "rollout", "medgym.profile": cfg.profile, "medgym.collection": name,
-                      "medgym.policy": policy.backend})
-        run.log_params(params)
-        run.log_metrics({**{k.replace("/", "."): v for k, v in summary.items()},
-                         "planned": result.planned, "skipped": result.skipped, "refused": len(result.refused),
-                         "failed": result.failed, "rejected_shards": len(result.rejected_shards),
-                         "elapsed_s": result.elapsed_s})
-        with tempfile.TemporaryDirectory() as tmp:
-            sample = Path(tmp) / "episodes_sample.jsonl"
-            with open(sample, "w", encoding="utf-8") as fh:
-                fh.writelines(ep.model_dump_json() + "\n" for ep in result.sample)
-            report = Path(tmp) / "collection.json"
-            report.write_text(json.dumps(result.model_dump(), indent=2, default=str))
-            run.log_artifact(sample)
-            run.log_artifact(report)
+    tags = {"medgym.stage": "rollout", "medgym.profile": cfg.profile, "medgym.collection": name,
+            "medgym.policy": policy.backend}
+    metrics = {**{k.replace("/", "."): v for k, v in summary.items()},
+               "planned": result.planned, "skipped": result.skipped, "refused": len(result.refused),
+               "failed": result.failed, "rejected_shards": len(result.rejected_shards), "elapsed_s": result.elapsed_s}
+    with MlflowTracker(cfg.tracking, PROJECT_ROOT).run(f"rollout-{name}", tags=tags) as run, \
+            tempfile.TemporaryDirectory() as tmp:
+        run.log(params=params, metrics=metrics)
+        with open(Path(tmp) / "episodes_sample.jsonl", "w", encoding="utf-8") as fh:
+            fh.writelines(ep.model_dump_json() + "\n" for ep in result.sample)
+        (Path(tmp) / "collection.json").write_text(json.dumps(result.model_dump(), indent=2, default=str))
+        run.log_artifacts(Path(tmp))
     Console(stderr=True).print(f"[b]{name}[/b]: {int(summary.get('episodes', 0))} episodes, "
                                f"success {summary.get('success', 0.0):.1%} -> {out_dir}")

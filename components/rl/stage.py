@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from components.common.io import atomic_write
 from components.envs.coding_env import EnvConfig
-from components.rl.coding import CodingGym
-from components.rl.grpo import REWARD_SERIES, GRPORun, load_grpo_episodes, run_grpo
+from components.rl.grpo import REWARD_SERIES, GRPORun, load_grpo_episodes
+from components.rl.grpo_launch import CodingGymSpec, launch_gym
 from components.rollout.collect import select_tasks
 from components.sandbox.protocol import Limits
 from components.tasks.record import load_tasks
 from components.tracking.tracker import TrackingConfig, flatten
-from components.training.config import CodingGRPOSettings
+from components.training.config import CodingGRPOSettings, DistributedSettings
 from components.training.stage import STAGE_MARKER, claim_run_dir
 
 
@@ -37,24 +37,33 @@ class GRPOStageOutput:
 def run_coding_grpo(tasks_path: Path, run_dir: Path, settings: CodingGRPOSettings, init: str, *, env: EnvConfig,
                     backend: Literal["process", "docker", "auto"], limits: Limits, categories: list[str] | None,
                     tracking: TrackingConfig, run_name: str, tags: dict[str, str] | None = None,
-                    project_root: Path | None = None) -> GRPOStageOutput:
+                    project_root: Path | None = None, distributed: DistributedSettings | None = None
+                    ) -> GRPOStageOutput:
     """GRPO from the checkpoint `init` on the train tasks of `tasks_path` (at most `settings.tasks`, spread over
-    `categories`), checkpoints in `run_dir`, merged into `run_dir/merged`."""
+    `categories`), checkpoints in `run_dir`, merged into `run_dir/merged`; in this process, or on `distributed`'s
+    processes and machines through the training launcher."""
     from components.tracking.training import MlflowStepLogger, training_run
+    from components.training.launcher import resolve_machines
 
+    dist = distributed or DistributedSettings()
+    ranks = dist.processes * resolve_machines(dist).num_machines
     tasks = select_tasks(load_tasks(tasks_path), "train", settings.tasks, categories)
-    if len(tasks) < settings.prompts_per_step:
+    if len(tasks) < settings.prompts_per_step * ranks:  # TRL's sampler would hand out no full step: zero steps
         raise ValueError(f"{tasks_path}: {len(tasks)} train task(s) for training.grpo, which plays "
-                         f"prompts_per_step={settings.prompts_per_step} different tasks per step")
-    gym = CodingGym(tasks, Path(tasks_path).parent, env, backend=backend, limits=limits)
+                         f"prompts_per_step={settings.prompts_per_step} different tasks per step on each of "
+                         f"{ranks} process(es)")
+    spec = CodingGymSpec.of(Path(tasks_path), tasks, env, backend, limits)
     task_digest = hashlib.sha256("\n".join(sorted(t.task_id for t in tasks)).encode()).hexdigest()
     claim_run_dir(run_dir, {"tasks": task_digest, "init": init}, f"clear {run_dir} to start over")
-    with training_run(tracking, run_name, project_root) as mlrun:
-        mlrun.set_tags({"medgym.method": "grpo", "medgym.init": init, **(tags or {})})
-        mlrun.log_params(flatten({"method": "grpo", "base_model": init, "tasks_file": str(tasks_path),
+    with training_run(tracking, run_name, project_root,
+                      tags={"medgym.method": "grpo", "medgym.init": init, **(tags or {})}) as mlrun:
+        mlrun.log(params=flatten({"method": "grpo", "base_model": init, "tasks_file": str(tasks_path),
                                   "train_tasks": len(tasks), "env": env.model_dump(mode="json"),
+                                  "processes": dist.processes, "deepspeed": dist.deepspeed,
                                   **settings.model_dump(mode="json")}))
-        run = run_grpo(gym, init, run_dir, settings, callbacks=[MlflowStepLogger(mlrun.tracking_uri, mlrun.run_id)])
+        run = launch_gym(spec, init, run_dir, settings, dist,
+                         callbacks=[MlflowStepLogger(mlrun.tracking_uri, mlrun.run_id)],
+                         tracking=(mlrun.tracking_uri, mlrun.run_id))
         episodes = load_grpo_episodes(run.out_dir)
         rewards = [(h["step"], h["reward"]) for h in run.log_history if "reward" in h and "step" in h]
         agent_tokens = sum(e.completion_tokens or 0 for e in episodes)

@@ -73,9 +73,12 @@ def mlflow_key(key: str) -> str:
 
 
 class Run(Protocol):
+    def log(self, params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
+            tags: Mapping[str, str] | None = None, step: int | None = None) -> None: ...
     def log_params(self, params: Mapping[str, Any]) -> None: ...
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
     def log_artifact(self, path: Path) -> None: ...
+    def log_artifacts(self, folder: Path) -> None: ...
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
 
 
@@ -83,35 +86,48 @@ class Tracker(Protocol):
     def run(self, name: str) -> contextlib.AbstractContextManager[Run]: ...
 
 
-class _MlflowRun:
+# what one log_batch call of the tracking API takes: at most 100 params, 100 tags, 1000 entities in all
+BATCH_PARAMS, BATCH_TAGS, BATCH_ENTITIES = 100, 100, 1000
+
+
+class MlflowRun:
     def __init__(self, client: Any, run_id: str):
         self._client, self.run_id = client, run_id
 
-    def log_params(self, params: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-        for i in range(0, len(items), 100):  # the tracking API takes at most 100 params per batch
-            self._client.log_batch(self.run_id, params=items[i:i + 100])
-
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+    def log(self, params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
+            tags: Mapping[str, str] | None = None, step: int | None = None) -> None:
+        """Params, metrics and tags in as few writes as the API takes: each write is a transaction of its own, and
+        on sqlite a commit is the cost (a collection's tracking was six of them, now one)."""
         import time
 
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric, Param, RunTag
 
         now = int(time.time() * 1000)
-        self._client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, step or 0) for k, v in metrics.items()])
+        ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        ms = [Metric(k, float(v), now, step or 0) for k, v in (metrics or {}).items()]
+        ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        while ps or ms or ts:
+            bp, ps = ps[:BATCH_PARAMS], ps[BATCH_PARAMS:]
+            bt, ts = ts[:BATCH_TAGS], ts[BATCH_TAGS:]
+            room = BATCH_ENTITIES - len(bp) - len(bt)
+            bm, ms = ms[:room], ms[room:]
+            self._client.log_batch(self.run_id, metrics=bm, params=bp, tags=bt)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        self.log(params=params)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        self.log(metrics=metrics, step=step)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        self.log(tags=tags)
 
     def log_artifact(self, path: Path) -> None:
         self._client.log_artifact(self.run_id, str(path))
 
-    def set_tags(self, tags: Mapping[str, str]) -> None:
-        from mlflow.entities import RunTag
-
-        # one write, not one per tag: each is a transaction of its own, and on sqlite a commit is the cost
-        items = [RunTag(k, str(v)) for k, v in tags.items()]
-        for i in range(0, len(items), 100):  # the tracking API takes at most 100 tags per batch
-            self._client.log_batch(self.run_id, tags=items[i:i + 100])
+    def log_artifacts(self, folder: Path) -> None:
+        """Every file of `folder` at the run's artifact root, in one call."""
+        self._client.log_artifacts(self.run_id, str(folder))
 
 
 def parent_tags(config: TrackingConfig) -> dict[str, str]:
@@ -163,17 +179,22 @@ class MlflowTracker:
         return exp.experiment_id
 
     @contextlib.contextmanager
-    def run(self, name: str, resume: str | None = None) -> Iterator[Run]:
-        """A new run named `name`, or, with `resume`, that earlier run reopened (an interrupted pipeline's)."""
+    def run(self, name: str, resume: str | None = None, tags: Mapping[str, str] | None = None) -> Iterator[Run]:
+        """A new run named `name` with `tags` from its start, or, with `resume`, that earlier run reopened (an
+        interrupted pipeline's; `tags` then set on it)."""
         client = self._client()
+        tags = {k: str(v) for k, v in (tags or {}).items()}
         if resume:
             client.update_run(resume, status="RUNNING")
             run_id = resume
+            if tags:
+                MlflowRun(client, run_id).set_tags(tags)
         else:
-            run_id = client.create_run(self.experiment_id(), run_name=name, tags=parent_tags(self.config)).info.run_id
+            run_id = client.create_run(self.experiment_id(), run_name=name,
+                                       tags={**tags, **parent_tags(self.config)}).info.run_id
         status = "FAILED"
         try:
-            yield _MlflowRun(client, run_id)
+            yield MlflowRun(client, run_id)
             status = "FINISHED"
         finally:
             client.set_terminated(run_id, status=status)

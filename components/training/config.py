@@ -92,7 +92,7 @@ class GRPOKnobs(_Strict):
 
     num_generations: int = Field(default=4, ge=2, description="episodes per task per step: the group whose rewards "
                                  "set each other's advantage")
-    prompts_per_step: int = Field(default=2, ge=1, description="tasks (cases) per optimizer step")
+    prompts_per_step: int = Field(default=2, ge=1, description="tasks (cases) per optimizer step on each process")
     max_turns: int = Field(default=6, ge=1, description="the environment's turn limit during training")
     max_new_tokens: int = Field(default=64, gt=0, description="per agent turn")
     max_context: int = Field(default=2048, gt=0, description="prompt + new tokens of any turn")

@@ -410,11 +410,10 @@ def run_stage(cfg: TrainingProfile, method: Method, dirs: StageDirs, init: str, 
     manifest = read_manifest(data_dir)  # the rows are read, and their hash checked, by the trainer
     claim_run_dir(out, {"dataset": manifest.content_hash, "init": base}, "pass --fresh to start over")
     dist = cfg.training.distributed
-    with training_run(cfg.tracking, f"{cfg.profile}-{name}", project_root) as run:
-        run.set_tags({"medgym.stage": name, "medgym.method": method, "medgym.profile": cfg.profile,
-                      "medgym.init": base})
-        run.log_params(flatten({"method": method, "base_model": base, "processes": dist.processes,
-                              "deepspeed": dist.deepspeed, **settings.model_dump(mode="json")}))
+    tags = {"medgym.stage": name, "medgym.method": method, "medgym.profile": cfg.profile, "medgym.init": base}
+    with training_run(cfg.tracking, f"{cfg.profile}-{name}", project_root, tags=tags) as run:
+        run.log(params=flatten({"method": method, "base_model": base, "processes": dist.processes,
+                                "deepspeed": dist.deepspeed, **settings.model_dump(mode="json")}))
         run.log_dataset(data_dir, manifest)
         job = TrainJob(method=method, base_model=base, dataset_dir=data_dir, out_dir=out,
                        tracking_uri=run.tracking_uri, run_id=run.run_id, liger_kernels=dist.liger_kernels,

@@ -54,3 +54,32 @@ def test_a_runs_tags_are_written_in_batches_and_all_land(tmp_path: Path):
         run.set_tags(tags)
     logged = MlflowClient(tracking_uri=tracking.mlflow_uri).get_run(run.run_id).data.tags
     assert {k: logged.get(k) for k in tags} == {k: str(v) for k, v in tags.items()}
+
+
+def test_params_metrics_and_tags_logged_together_all_land_past_every_batch_limit(tmp_path: Path):
+    """One `log` call for what a run records: more params and tags than one batch takes, and more entities in all
+    than one batch takes; tags given at the run's start land on it; `log_artifacts` logs a folder's files."""
+    from mlflow.tracking import MlflowClient
+
+    from components.tracking.tracker import BATCH_ENTITIES, BATCH_PARAMS, BATCH_TAGS, MlflowTracker, TrackingConfig
+
+    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'm.db'}", artifact_location=str(tmp_path / "a"),
+                              experiment="batches")
+    params = {f"p{i}": i for i in range(BATCH_PARAMS + 30)}
+    tags = {f"t{i}": i for i in range(BATCH_TAGS + 30)}
+    metrics = {f"m{i}": i / 2 for i in range(BATCH_ENTITIES + 50)}
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "one.json").write_text("{}")
+    (files / "two.jsonl").write_text("{}\n")
+    with MlflowTracker(tracking).run("batches", tags={"medgym.stage": "x"}) as run:
+        run.log(params=params, metrics=metrics, tags=tags, step=3)
+        run.log_artifacts(files)
+    client = MlflowClient(tracking_uri=tracking.mlflow_uri)
+    data = client.get_run(run.run_id).data
+    assert data.params == {k: str(v) for k, v in params.items()}
+    assert data.metrics == metrics
+    assert {k: data.tags.get(k) for k in tags} == {k: str(v) for k, v in tags.items()}
+    assert data.tags["medgym.stage"] == "x"
+    assert client.get_metric_history(run.run_id, "m7")[0].step == 3
+    assert sorted(f.path for f in client.list_artifacts(run.run_id)) == ["one.json", "two.jsonl"]

@@ -101,3 +101,62 @@ def test_grpo_takes_a_step_on_two_processes_each_playing_its_own_samples(tiny_mo
     episodes = load_grpo_episodes(tmp_path / "grpo")
     assert len(episodes) == run.episodes == 4 and len({e.episode_id for e in episodes}) == 4
     assert (tmp_path / "grpo.launch.log").is_file()
+
+
+@pytest.mark.timeout(900)
+def test_coding_grpo_takes_a_step_on_two_processes_through_the_launcher(tiny_model, small_suite, tmp_path):
+    """The coding stage launched as DiagGym's is: each rank builds the gym from the job's spec (the task file, the
+    chosen train tasks, the sandbox), opens its own sandboxes and plays its own half of the step; every episode's
+    reward is its task's checker's; the step's figures reach the stage's MLflow run once, from rank 0."""
+    from mlflow.tracking import MlflowClient
+
+    from components.envs.coding_env import EnvConfig
+    from components.rl.grpo import load_grpo_episodes
+    from components.rl.stage import run_coding_grpo
+    from components.sandbox.protocol import Limits
+    from components.tasks.checkers import check_answer
+    from components.tasks.record import load_tasks
+    from components.tracking.tracker import TrackingConfig
+    from components.training.config import CodingGRPOSettings
+
+    # one task per rank per step: each rank plays its own group of 2
+    settings = CodingGRPOSettings(num_generations=2, prompts_per_step=1, max_turns=2, max_new_tokens=8, steps=1,
+                                  tasks=2, lora=LoraSettings(enabled=False), precision="fp32", save_steps=100)
+    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                              artifact_location=str(tmp_path / "artifacts"), experiment="grpo-launch")
+    out = run_coding_grpo(small_suite, tmp_path / "grpo", settings, str(tiny_model), env=EnvConfig(exec_timeout_s=20),
+                          backend="process", limits=Limits(), categories=None, tracking=tracking,
+                          run_name="coding-grpo", distributed=DistributedSettings(processes=2))
+
+    assert out.run.global_step == 1 and (out.run.model_dir / "model.safetensors").is_file()
+    assert sorted(p.name for p in (tmp_path / "grpo" / "episodes").iterdir()) == ["rank0", "rank1"]
+    episodes = load_grpo_episodes(tmp_path / "grpo")
+    assert len(episodes) == out.figures["episodes"] == 4 and len({e.episode_id for e in episodes}) == 4
+    assert {e.metadata["grpo"]["rank"] for e in episodes} == {0, 1}
+    by_id = {t.task_id: t for t in load_tasks(small_suite)}
+    assert {by_id[e.task_id].split for e in episodes} == {"train"} and len({e.task_id for e in episodes}) == 2
+    for e in episodes:
+        assert e.reward == float(e.submitted and check_answer(by_id[e.task_id], e.submitted_answer).correct)
+    client = MlflowClient(tracking_uri=tracking.mlflow_uri)
+    run = client.get_run(out.run_id)
+    assert run.data.params["processes"] == "2" and run.data.tags["medgym.method"] == "grpo"
+    assert [m.step for m in client.get_metric_history(out.run_id, "loss")] == [1]  # rank 0 alone logs it
+    assert (tmp_path / "grpo.launch.log").is_file()
+
+
+def test_coding_grpo_refuses_fewer_train_tasks_than_its_processes_play_a_step(tiny_model, small_suite, tmp_path):
+    """Each rank plays prompts_per_step tasks a step: with fewer, TRL's sampler hands out no full step and the run
+    would end after zero steps as if it had trained."""
+    from components.envs.coding_env import EnvConfig
+    from components.rl.stage import run_coding_grpo
+    from components.sandbox.protocol import Limits
+    from components.tracking.tracker import TrackingConfig
+    from components.training.config import CodingGRPOSettings
+
+    settings = CodingGRPOSettings(num_generations=2, prompts_per_step=2, tasks=2, steps=1)
+    tracking = TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_location=str(tmp_path / "a"))
+    with pytest.raises(ValueError, match=r"2 train task\(s\).*prompts_per_step=2.*on each of 2 process"):
+        run_coding_grpo(small_suite, tmp_path / "grpo", settings, str(tiny_model), env=EnvConfig(), backend="process",
+                        limits=Limits(), categories=None, tracking=tracking, run_name="x",
+                        distributed=DistributedSettings(processes=2))
+    assert not (tmp_path / "grpo").exists()  # refused before anything was written
