@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -52,7 +53,9 @@ def _progress() -> tuple[Progress, suite_mod.Progress]:
     return bar, suite_mod.Progress(on_category=on_category, on_confirmed=on_confirmed)
 
 
-@task(retries=1, retry_delay_seconds=1)  # the build resumes from its parts folder, so a retry continues
+# no Prefect cache: the stage's key is the cache (components/pipeline/state.py), and hashing the inputs and reading
+# the task's source at every call would buy a result Prefect never persists
+@task(retries=1, retry_delay_seconds=1, cache_policy=NO_CACHE)  # the build resumes from its parts folder
 def build_task(cfg: PipelineConfig, suite: str, out_dir: Path) -> suite_mod.BuildReport:
     bar, progress = _progress()
     with bar:
@@ -60,7 +63,7 @@ def build_task(cfg: PipelineConfig, suite: str, out_dir: Path) -> suite_mod.Buil
                                      chunk=cfg.data.confirm_chunk, workers=cfg.data.confirm_workers, progress=progress)
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def validate_task(tasks_path: Path) -> ValidationReport:
     report = validate_tasks(tasks_path)
     if not report.success:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
 
 from components.common.paths import PROJECT_ROOT
 from components.pipeline.paths import init_model, stage_dirs
@@ -13,14 +14,16 @@ from components.profile.config import PipelineConfig, as_config
 from components.training.stage import build_dataset, run_stage
 
 
-@task(name="build-dataset")
+# the stage's key is the cache (components/pipeline/state.py): Prefect's own would hash the profile and read the
+# task's source at every call for a result it never persists
+@task(name="build-dataset", cache_policy=NO_CACHE)
 def dataset_task(cfg: PipelineConfig, method: str, stage: str | None = None) -> dict[str, Any]:
     manifest = build_dataset(cfg, method, stage_dirs(cfg, method, stage), stage_dirs(cfg, "verifier"))  # type: ignore[arg-type]
     return manifest.model_dump(mode="json")
 
 
 # no retries: a rerun resumes from the last checkpoint by itself, and a failed launch needs a look, not a loop
-@task(name="train")
+@task(name="train", cache_policy=NO_CACHE)
 def train_task(cfg: PipelineConfig, method: str, fresh: bool, log_model: bool, stage: str | None = None
                ) -> dict[str, Any]:
     out = run_stage(cfg, method, stage_dirs(cfg, method, stage), init_model(cfg, method),  # type: ignore[arg-type]
