@@ -121,9 +121,9 @@ def server_cpu() -> Callable[[], float]:
     """The CPU seconds so far of the Prefect server this process started (prefect_api's)."""
     import psutil
 
-    def is_server(p: psutil.Process) -> bool:  # `prefect server start` (flows/runtime.py), its workers included
+    def is_server(p: psutil.Process) -> bool:  # `prefect server start` (flows/runtime.py) under its orphan guard
         argv = p.cmdline()
-        return any(a.endswith("prefect") for a in argv[:2]) and "server" in argv and "start" in argv
+        return any(a.endswith("prefect") for a in argv) and "server" in argv and "start" in argv
 
     servers = [p for p in psutil.Process().children() if is_server(p)]
     assert len(servers) == 1, f"expected this process's one temporary Prefect server, found {len(servers)}"

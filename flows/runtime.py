@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from components.common.orphan_guard import guarded
 from components.common.paths import PROJECT_ROOT
 
 STATE_DIR = PROJECT_ROOT / ".state"
@@ -94,7 +95,8 @@ def _flush_run_logs() -> None:
 
 @contextlib.contextmanager
 def _local_server(home: Path, timeout: float) -> Iterator[str]:
-    """`prefect server start` in a session of its own (so that stopping it stops its workers too), its output in
+    """`prefect server start` in a session of its own (so that stopping it stops its workers too), under the orphan
+    guard (components/common/orphan_guard.py), its output in
     PREFECT_HOME/server.log; yields its API URL once /api/health answers and stops it on exit."""
     port = _free_port()
     log = home / "server.log"
@@ -104,8 +106,8 @@ def _local_server(home: Path, timeout: float) -> Iterator[str]:
     prefect_cli = Path(sys.executable).with_name("prefect")
     cmd = [str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
            "--log-level", "WARNING"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    with log.open("wb") as out:  # under the orphan guard: a command killed with SIGKILL leaves no server behind
+        proc = subprocess.Popen(guarded(cmd), env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     try:
         api_url = f"http://127.0.0.1:{port}/api"

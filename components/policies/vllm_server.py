@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,6 +38,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from components.common.orphan_guard import guarded
 from components.common.paths import PROJECT_ROOT
 from components.policies.models import SMOLLM2, resolve_model
 
@@ -135,7 +137,7 @@ class VLLMServer:
 
     @property
     def pgid(self) -> int | None:
-        return self.pid  # start_new_session: the child leads its own group
+        return self.pid  # start_new_session: the child (the orphan guard, vLLM below it) leads its own group
 
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -207,14 +209,18 @@ class VLLMServer:
             logs.mkdir(parents=True, exist_ok=True)
             self.log_path = logs / f"vllm-{time.strftime('%Y%m%d-%H%M%S')}-{self.port}.log"
             argv = self.command(port=self.port)
+            if shutil.which(argv[0]) is None:  # said here: the guard would only fail in its log
+                raise VLLMError(f"cannot run {argv[0]} (infra/vllm/setup.sh builds the vLLM venv)")
             self._started_at = time.monotonic()
             # the child gets its own copy of the descriptor: ours can close at once
             with open(self.log_path, "ab") as log_file:
                 log_file.write(f"# {json.dumps(argv)}\n".encode())
                 log_file.flush()
                 try:
-                    self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                                  env=self.environment(), start_new_session=True, cwd=self.state_dir)
+                    # under the orphan guard, which stops the group if this process dies without stopping it
+                    self._proc = subprocess.Popen(guarded(argv), stdin=subprocess.DEVNULL, stdout=log_file,
+                                                  stderr=subprocess.STDOUT, env=self.environment(),
+                                                  start_new_session=True, cwd=self.state_dir)
                 except OSError as exc:
                     raise VLLMError(f"cannot run {argv[0]}: {exc} (infra/vllm/setup.sh builds the vLLM venv)") from None
             _LIVE.add(self)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -83,3 +84,32 @@ def test_params_metrics_and_tags_logged_together_all_land_past_every_batch_limit
     assert data.tags["medgym.stage"] == "x"
     assert client.get_metric_history(run.run_id, "m7")[0].step == 3
     assert sorted(f.path for f in client.list_artifacts(run.run_id)) == ["one.json", "two.jsonl"]
+
+
+def test_a_command_killed_with_sigkill_leaves_no_prefect_server(tmp_path: Path):
+    """The temporary server runs in a session of its own, so that stopping it stops its workers; a command killed
+    with SIGKILL runs no exit hook, and the orphan guard above the server stops its group instead."""
+    from components.common.orphan_guard import GRACE_S, POLL_S
+    from components.policies.vllm_server import group_members
+
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT)}
+    code = ("import os, time, flows\n"
+            "from flows.runtime import prefect_api\n"
+            "with prefect_api() as url:\n"
+            "    print(url, flush=True)\n"
+            "    time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert url.startswith("http://127.0.0.1:"), url
+        [guard] = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                   text=True).stdout.split()]
+        assert os.getpgid(guard) == guard and len(group_members(guard)) >= 2  # the guard leads; the server below it
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + POLL_S + GRACE_S + 15
+    while group_members(guard) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not group_members(guard), f"the Prefect server outlived its killed command: {group_members(guard)}"

@@ -325,6 +325,34 @@ def test_an_exception_or_an_exit_without_stop_leaves_no_server(fake: dict[str, A
     assert not group_members(int(done.stdout.split()[0]))
 
 
+def test_a_program_killed_with_sigkill_leaves_no_server(fake: dict[str, Any], tmp_path: Path) -> None:
+    """SIGKILL runs no exit hook: the orphan guard above the server sees its parent go and stops the group."""
+    from components.common.orphan_guard import GRACE_S, POLL_S
+
+    script = tmp_path / "killed.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, time
+        from components.policies.vllm_server import VLLMConfig, VLLMServer
+        server = VLLMServer(VLLMConfig.model_validate(json.loads({json.dumps(json.dumps(fake_config(fake), default=str))})))
+        server.start()
+        print(server.pgid, flush=True)
+        time.sleep(600)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        pgid = int(proc.stdout.readline())  # type: ignore[union-attr]
+        [server_pid] = recorded(fake, "pid")
+        assert server_pid in group_members(pgid) and pgid != server_pid  # the guard leads, vLLM below it
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + POLL_S + GRACE_S + 10
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_members(pgid), f"the server outlived its killed parent: {group_members(pgid)}"
+
+
 def test_a_server_that_never_gets_healthy_times_out_and_leaves_nothing(fake: dict[str, Any]) -> None:
     server = VLLMServer(VLLMConfig.model_validate(fake_config(fake, "hang", start_timeout_s=3.0, stop_grace_s=0.5)))
     with pytest.raises(VLLMError, match="not healthy after 3s"):
