@@ -102,7 +102,9 @@ def _parse(root: Path, path: Path, beside: frozenset[str]) -> list[str]:
 
 class NameStore(JsonCache):
     """What each module names, kept under a digest of its bytes, its folder and the names of the files beside it
-    (what `_parse` keeps depends on them); `parsed` counts the modules this process had to parse."""
+    (what `_parse` keeps depends on them); `parsed` counts the modules this process had to parse. The files each
+    module leads to are worked out once per store: the closures of a run's stage kinds share most modules, and a
+    store lives until `forget`, one pipeline run."""
 
     LIMIT = 20_000  # entries; past it a save keeps only those this process used (old versions of edited files go)
     FORMAT = b"filtered-names/2"  # in every key: a store written by another version of `_parse` is never read
@@ -110,6 +112,7 @@ class NameStore(JsonCache):
     def __init__(self, path: Path | None):
         super().__init__(path)
         self._used: set[str] = set()
+        self._edges: dict[tuple[Path, Path], tuple[Path, ...]] = {}
         self.parsed = 0
 
     def names(self, root: Path, path: Path, beside: frozenset[str]) -> list[str]:
@@ -122,6 +125,17 @@ class NameStore(JsonCache):
             self._put(key, _parse(root, path, beside))
         return self._entries[key]
 
+    def edges(self, root: Path, path: Path) -> tuple[Path, ...]:
+        """The project files module `path` imports or names."""
+        found = self._edges.get((root, path))
+        if found is None:
+            beside = _files_in(path.parent)
+            out: list[Path] = []
+            for name in self.names(root, path, beside):
+                out.extend([path.parent / name] if name in beside else _package_files(root, name))
+            self._edges[(root, path)] = found = tuple(out)
+        return found
+
     def save(self) -> None:
         if self._dirty and len(self._entries) > self.LIMIT:
             self._entries = {k: v for k, v in self._entries.items() if k in self._used}
@@ -132,15 +146,6 @@ class NameStore(JsonCache):
 def name_store(path: Path | None) -> NameStore:
     """The process's one store per file (None: kept in memory only), read once and shared by every closure."""
     return NameStore(path)
-
-
-def _edges(root: Path, path: Path, store: NameStore) -> tuple[Path, ...]:
-    """The project files module `path` imports or names."""
-    beside = _files_in(path.parent)
-    out: list[Path] = []
-    for name in store.names(root, path, beside):
-        out.extend([path.parent / name] if name in beside else _package_files(root, name))
-    return tuple(out)
 
 
 @cache
@@ -159,6 +164,6 @@ def closure(root: Path, entries: tuple[str, ...], store: Path | None = None) -> 
         if path not in seen:
             seen.add(path)
             if path.suffix == ".py":
-                todo.extend(_edges(root, path, names))
+                todo.extend(names.edges(root, path))
     names.save()
     return tuple(sorted(p.relative_to(root).as_posix() for p in seen))
