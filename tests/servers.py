@@ -74,3 +74,15 @@ def running(name: str, cmd: list[str], log: Path, ready: Callable[[], bool], sta
         yield proc
     finally:
         stop_group(proc, grace_s)
+
+
+def outlived_by(pgid: int) -> list[int]:
+    """The processes of group `pgid` (an orphan-guarded server's) still alive once the guard has had its poll and
+    its grace to stop them after their command was killed; [] when the group is gone."""
+    from components.common.orphan_guard import GRACE_S, POLL_S
+    from components.policies.vllm_server import group_members
+
+    deadline = time.monotonic() + POLL_S + GRACE_S + 15
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return group_members(pgid)

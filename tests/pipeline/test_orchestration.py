@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -89,8 +88,8 @@ def test_params_metrics_and_tags_logged_together_all_land_past_every_batch_limit
 def test_a_command_killed_with_sigkill_leaves_no_prefect_server(tmp_path: Path):
     """The temporary server runs in a session of its own, so that stopping it stops its workers; a command killed
     with SIGKILL runs no exit hook, and the orphan guard above the server stops its group instead."""
-    from components.common.orphan_guard import GRACE_S, POLL_S
     from components.policies.vllm_server import group_members
+    from tests.servers import outlived_by
 
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT)}
@@ -109,7 +108,4 @@ def test_a_command_killed_with_sigkill_leaves_no_prefect_server(tmp_path: Path):
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + POLL_S + GRACE_S + 15
-    while group_members(guard) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not group_members(guard), f"the Prefect server outlived its killed command: {group_members(guard)}"
+    assert not (left := outlived_by(guard)), f"the Prefect server outlived its killed command: {left}"

@@ -327,7 +327,7 @@ def test_an_exception_or_an_exit_without_stop_leaves_no_server(fake: dict[str, A
 
 def test_a_program_killed_with_sigkill_leaves_no_server(fake: dict[str, Any], tmp_path: Path) -> None:
     """SIGKILL runs no exit hook: the orphan guard above the server sees its parent go and stops the group."""
-    from components.common.orphan_guard import GRACE_S, POLL_S
+    from tests.servers import outlived_by
 
     script = tmp_path / "killed.py"
     script.write_text(textwrap.dedent(f"""
@@ -347,10 +347,7 @@ def test_a_program_killed_with_sigkill_leaves_no_server(fake: dict[str, Any], tm
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + POLL_S + GRACE_S + 10
-    while group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not group_members(pgid), f"the server outlived its killed parent: {group_members(pgid)}"
+    assert not (left := outlived_by(pgid)), f"the server outlived its killed parent: {left}"
 
 
 def test_a_server_that_never_gets_healthy_times_out_and_leaves_nothing(fake: dict[str, Any]) -> None:
