@@ -222,7 +222,7 @@ class VLLMServer:
                                                   stderr=subprocess.STDOUT, env=self.environment(),
                                                   start_new_session=True, cwd=self.state_dir)
                 except OSError as exc:
-                    raise VLLMError(f"cannot run {argv[0]}: {exc} (infra/vllm/setup.sh builds the vLLM venv)") from None
+                    raise VLLMError(f"cannot start {argv[0]} under its orphan guard: {exc}") from None
             _LIVE.add(self)
             log.info("vLLM server pid %d starting on %s (log %s)", self._proc.pid, self.base_url, self.log_path)
             return self._proc

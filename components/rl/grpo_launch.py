@@ -28,6 +28,7 @@ from components.rl.grpo import DiagGym, GRPORun, Gym, run_grpo
 from components.sandbox.protocol import Limits
 from components.tasks.record import Task, load_tasks
 from components.training.config import DistributedSettings, GRPOKnobs
+from components.training.launcher import runs_here
 
 WORKER = "components.rl.grpo_launch"
 RESULT = "grpo_result.json"
@@ -108,7 +109,7 @@ def launch_grpo(cases: Sequence[Case], world: WorldModel, base_model: str, out_d
     """DiagGym's GRPO in this process, or launched: then `world` must be a StatisticalWorldModel (saved for the
     ranks)."""
     distributed = distributed or DistributedSettings()
-    if _here(distributed):
+    if runs_here(distributed):
         return run_grpo(DiagGym(cases, world, env_config), base_model, out_dir, settings, callbacks=callbacks)
     spec = diag_spec(cases, world, Path(out_dir), env_config)
     return launch_gym(spec, base_model, out_dir, settings, distributed, callbacks, tracking)
@@ -124,7 +125,7 @@ def launch_gym(spec: GymSpec, base_model: str, out_dir: Path | str, settings: GR
     distributed = distributed or DistributedSettings()
     out = Path(out_dir)
     settings = settings or GRPOKnobs()
-    if _here(distributed):
+    if runs_here(distributed):
         return run_grpo(spec.build(), base_model, out, settings, callbacks=callbacks)
     # the knobs only: a stage's own fields (the coding stage's init and task count) were spent choosing the gym
     knobs = GRPOKnobs.model_validate(settings.model_dump(include=set(GRPOKnobs.model_fields)))
@@ -133,12 +134,6 @@ def launch_gym(spec: GymSpec, base_model: str, out_dir: Path | str, settings: GR
     (out / RESULT).unlink(missing_ok=True)  # a result left by an earlier launch must not pass for this one's
     launch_worker(WORKER, job.model_dump_json(), out, distributed, log_to=out.parent / f"{out.name}.launch.log")
     return GRPORun.model_validate_json((out / RESULT).read_text())
-
-
-def _here(distributed: DistributedSettings) -> bool:
-    from components.training import launcher
-
-    return launcher.in_process(distributed, launcher.resolve_machines(distributed)) and not distributed.child_process
 
 
 def run_job(job: GRPOJob) -> GRPORun:

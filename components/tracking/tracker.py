@@ -97,7 +97,7 @@ class MlflowRun:
     def log(self, params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
             tags: Mapping[str, str] | None = None, step: int | None = None) -> None:
         """Params, metrics and tags in as few writes as the API takes: each write is a transaction of its own, and
-        on sqlite a commit is the cost (a collection's tracking was six of them, now one)."""
+        on sqlite a commit is the cost."""
         import time
 
         from mlflow.entities import Metric, Param, RunTag

@@ -97,6 +97,11 @@ def in_process(settings: DistributedSettings, machines: Machines) -> bool:
     return settings.processes == 1 and settings.deepspeed == "none" and not machines.multi_node
 
 
+def runs_here(settings: DistributedSettings, env: Mapping[str, str] | None = None) -> bool:
+    """Whether a run trains in the calling process: one rank, no launcher, and no child process asked for."""
+    return in_process(settings, resolve_machines(settings, env)) and not settings.child_process
+
+
 def accelerate_command(python: str, job_file: str, settings: DistributedSettings, machines: Machines, gpus: int,
                        free_port: int | str | None = None, worker: str = WORKER) -> list[str]:
     """`python -m accelerate.commands.launch ...` for one machine of the launch. On a single machine whose port no one

@@ -309,7 +309,7 @@ def launch(job: TrainJob, distributed: DistributedSettings | None = None, log_to
     from components.training import launcher
 
     distributed = distributed or DistributedSettings()
-    if launcher.in_process(distributed, launcher.resolve_machines(distributed, env)) and not distributed.child_process:
+    if launcher.runs_here(distributed, env):
         from components.training.trainers import train
 
         return train(job)
@@ -360,7 +360,7 @@ def launch_rows(job: TrainJob, rows: list[dict[str, Any]], distributed: Distribu
 
     distributed = distributed or DistributedSettings()
     job = job.model_copy(update={"liger_kernels": distributed.liger_kernels})
-    if launcher.in_process(distributed, launcher.resolve_machines(distributed)) and not distributed.child_process:
+    if launcher.runs_here(distributed):
         from components.training.trainers import train
 
         return train(job, rows, callbacks)

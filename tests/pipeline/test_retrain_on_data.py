@@ -131,6 +131,7 @@ def test_a_scheduled_run_reruns_only_what_new_data_reaches(served_env: dict, pre
     record = tmp_path / "state" / "smoke" / "suite.json"
 
     walls: list[float] = []
+    out_of_run: list[str] = []
 
     def run() -> dict:
         started = time.monotonic()
@@ -140,7 +141,6 @@ def test_a_scheduled_run_reruns_only_what_new_data_reaches(served_env: dict, pre
         out_of_run.append(out["flow_run_id"])
         return json.loads(record.read_text())
 
-    out_of_run: list[str] = []
     first = run()
     # the first (full) run as the Prefect UI shows it: every stage's lines and headline figures are there
     shown = _run_records(prefect_server, out_of_run[0])
