@@ -26,6 +26,8 @@ from components.common.paths import PROJECT_ROOT
 from components.pipeline.cost import estimate, suite_counts
 from components.pipeline.describe import describe
 from components.pipeline.dvc import dvc_file, dvc_session, metrics_path
+from components.pipeline.figures import clear as clear_figures
+from components.pipeline.figures import publish as publish_figures
 from components.pipeline.kinds import kind_of
 from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
@@ -153,10 +155,12 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
         if decision == "cached":
             record = state.read(stage.name)
             report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
+            publish_figures(plan, stage, PROJECT_ROOT)  # `dvc repro` of a cached stage commits them as its outs
             say(f"[{stage.name}] cached (key {key[:12]})")
             continue
         if decision == "stale":
             removed = clear_outputs(stage.outputs, PROJECT_ROOT)
+            clear_figures(plan, stage, PROJECT_ROOT)
             if removed:
                 say(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
         doing, done = WORDS.get(decision, ("running", "ran"))
@@ -166,6 +170,7 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
         state.start(stage.name, key)
         t0 = time.time()
         result = runners[stage.name](plan, cfg, stage, engines)
+        publish_figures(plan, stage, PROJECT_ROOT)
         record = state.finish(stage.name, key, t0, result)
         report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
         say(f"[{stage.name}] {done} in {record.wall_s:.1f} s" + (f": {figures}" if (figures := headline(result)) else ""))

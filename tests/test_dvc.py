@@ -120,6 +120,30 @@ def test_exp_run_sweeps_a_param(project: Path, env: dict[str, str]) -> None:
     assert baseline["data"]["params"]["params.yaml"]["data"] == {"train": {"lr": 1}}  # the commit is untouched
 
 
+@pytest.mark.slow
+def test_exp_run_beside_the_checked_in_pipelines(project: Path, env: dict[str, str]) -> None:
+    """A clone that has never run a profile still holds its checked-in dvc.yaml and lock. DVC reads every
+    pipeline's top-level plots when it saves an experiment, and a plot inside a folder out whose listing is not in
+    the cache fails the whole `dvc exp run`: the project's plots read file outs of their own (figures.py)."""
+    for name in ("dvc.yaml", "dvc.lock", "pipelines/diag-demo/dvc.yaml", "pipelines/diag-demo/dvc.lock"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, project / name)
+    (project / "toy").mkdir()
+    (project / "toy" / "params.yaml").write_text("train:\n  lr: 1\n")
+    code = ("import json, yaml; lr = yaml.safe_load(open('params.yaml'))['train']['lr']; "
+            "json.dump({'score': 10 * lr}, open('metrics.json', 'w'))")
+    (project / "toy" / "dvc.yaml").write_text(yaml.safe_dump(
+        {"stages": {"train": {"cmd": _py(code), "params": ["train.lr"], "metrics": ["metrics.json"]}}}))
+    _commit(project, env, "the checked-in pipelines, never run here, and a toy one")
+    dvc(project, env, "exp", "run", "-n", "lr-2", "-S", "toy/params.yaml:train.lr=2", "toy/dvc.yaml")
+
+    shown = json.loads(dvc(project, env, "exp", "show", "--json").stdout)
+    baseline = next(row for row in shown if row["rev"] != "workspace")
+    runs = {rev["name"]: rev["data"] for exp in baseline["experiments"] for rev in exp["revs"]}
+    assert runs["lr-2"]["metrics"]["toy/metrics.json"]["data"] == {"score": 20}
+    dvc(project, env, "plots", "show", "-o", str(project.parent / "plots"))  # every pipeline's plots, none there
+
+
 def _check(project: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     return _run([sys.executable, str(CHECK), "--repo", str(project)], project, env, ok=False)
 

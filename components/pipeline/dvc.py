@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from components.pipeline.figures import figure_files
 from components.pipeline.kinds import kind_of
 from components.pipeline.plan import Plan, Stage
 from components.pipeline.state import stage_files
@@ -115,7 +116,7 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path, frozen: set[str] | Non
     wdir = "/".join([".."] * (len(where.parts) - 1))  # commands, deps and outs are relative to the root
     produced = {s.name: kind_of(s.kind).outs(plan, s) for s in plan.stages}
     stages: dict[str, Any] = {}
-    board: list[tuple[Path, tuple[str, ...]]] = []  # the first out of each stage with figures, and its figures
+    board: list[list[Path]] = []  # each stage's published figures (pictures, not data series)
     for stage in plan.stages:
         kind = kind_of(stage.kind)
         if not produced[stage.name]:
@@ -129,12 +130,14 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path, frozen: set[str] | Non
         params = _params(plan, stage, raw)
         if params:
             body["params"] = [{rel: params}]
-        body["outs"] = [{str(p): {"persist": True}} for p in produced[stage.name]]
+        # the files its plots read, outside its folders (components/pipeline/figures.py)
+        figures = figure_files(plan, stage)
+        body["outs"] = [{str(p): {"persist": True}} for p in [*produced[stage.name], *figures]]
         if kind.metrics:
             # cached like the outs: `dvc exp show` and `dvc metrics diff` read an experiment's figures from the cache
             body["metrics"] = [str(metrics_path(plan.cfg))]
         if kind.plots:
-            board.append((produced[stage.name][0], kind.plots))
+            board.append([p for p in figures if p.name in kind.plots])
         if stage.name in frozen:
             body["frozen"] = True
         stages[stage.name] = body
@@ -143,22 +146,23 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path, frozen: set[str] | Non
     for pid, definition in _series(plan, produced, wdir).items():
         plots.append({pid: definition})
     if board:
-        folder, names = board[0]
-        plots += [f"{wdir}/{folder / name}" if wdir else str(folder / name) for name in names]
+        plots += [f"{wdir}/{path}" if wdir else str(path) for path in board[0]]
     if plots:
         doc["plots"] = plots
     return doc
 
 
 def _series(plan: Plan, produced: dict[str, tuple[Path, ...]], wdir: str) -> dict[str, dict[str, Any]]:
-    """Each kind's data series (StageKind.series) of the stages DVC runs, one plot per id, files relative to the
-    dvc.yaml (top-level plots are not moved by a stage's `wdir`)."""
+    """Each kind's data series (StageKind.series) of the stages DVC runs, one plot per id, drawn from the files'
+    published copies (figures.py), relative to the dvc.yaml (top-level plots are not moved by a stage's `wdir`)."""
     merged: dict[str, dict[str, Any]] = {}
     for stage in plan.stages:
         if not produced[stage.name]:
             continue
+        copy = {source: published for published, source in figure_files(plan, stage).items()}
         for pid, definition in kind_of(stage.kind).series(plan, stage).items():
-            ys = {f"{wdir}/{f}" if wdir else f: field for f, field in definition["y"].items()}
+            files = [str(copy[Path(f)]) for f in definition["y"]]
+            ys = {f"{wdir}/{f}" if wdir else f: field for f, field in zip(files, definition["y"].values(), strict=True)}
             plot = merged.setdefault(pid, {k: v for k, v in definition.items() if k != "y"} | {"y": {}})
             plot["y"].update(ys)
     return merged
