@@ -102,6 +102,10 @@ def pipeline_flow(profile: str = "demo", only: list[str] | None = None, dry_run:
             state.mark_session_run(session, parent.run_id, stages)
         if resume:
             say(f"carrying on under the {'dvc repro' if session else 'interrupted pipeline'} run {resume}")
+            # a run carried on keeps the params it opened with (MLflow refuses a second value): its profile is the
+            # same (the digest; one reproduction), and its DVC versions are those its reproduction started from,
+            # while DVC rewrites dvc.lock after each stage
+            params = {}
         parent.log(params=params, tags={"medgym.stage": "pipeline", "medgym.profile": plan.cfg.profile,
                                         "medgym.stages": ",".join(stages), **provenance_tags(PROJECT_ROOT),
                                         **environment_tags(plan.cfg, PROJECT_ROOT),

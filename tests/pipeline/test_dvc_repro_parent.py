@@ -26,7 +26,9 @@ def _repo(tmp: Path) -> Path:
     for r in raw["rollouts"].values():
         r.pop("out_dir", None)
     raw["tracking"] = {"mlflow_uri": f"sqlite:///{tmp / 'mlruns.db'}", "experiment": "dvc-parent"}
-    raw.setdefault("pipeline", {}).update(state_dir=str(tmp / "state"), reports_dir=str(tmp / "reports"))
+    # the run reads this repository's lock, which DVC rewrites after the first stage, before the second joins
+    raw.setdefault("pipeline", {}).update(state_dir=str(tmp / "state"), reports_dir=str(tmp / "reports"),
+                                          dvc_file=str(repo / "dvc.yaml"))
     (repo / "profile.yaml").write_text(yaml.safe_dump(raw))
     cmd = f"{MEDGYM} pipeline run --profile {repo / 'profile.yaml'} --only"
     (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
@@ -59,6 +61,8 @@ def test_the_stages_of_one_dvc_repro_share_one_parent_run(tmp_path: Path):
     tags = parents[0].data.tags
     assert tags["medgym.stages"] == "suite,teacher" and tags["medgym.dvc_session"]
     assert parents[0].info.status == "FINISHED"
+    # the parent's DVC versions are the lock as the reproduction found it: before its first stage, none
+    assert not any(k.startswith("dvc.") for k in parents[0].data.params)
 
     forced = subprocess.run([sys.executable, "-m", "dvc", "repro", "--force", "--single-item", "teacher"], cwd=repo, env=env,
                             capture_output=True, text=True)
