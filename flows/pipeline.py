@@ -32,7 +32,7 @@ from components.pipeline.kinds import kind_of
 from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, environment_tags, provenance_tags
-from components.pipeline.state import PipelineState, clear_outputs, decide, forget_code, stage_key
+from components.pipeline.state import PipelineState, clear_outputs, decide, forget_code, output_digests, stage_key
 from components.policies.engines import VLLMServers
 from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
@@ -162,11 +162,12 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
             publish_figures(plan, stage, PROJECT_ROOT)  # `dvc repro` of a cached stage commits them as its outs
             say(f"[{stage.name}] cached (key {key[:12]})")
             continue
-        if decision == "stale":
+        if decision in ("stale", "replaced"):
             removed = clear_outputs(stage.outputs, PROJECT_ROOT)
             clear_figures(plan, stage, PROJECT_ROOT)
+            why = "inputs changed" if decision == "stale" else "its outputs are not those it wrote"
             if removed:
-                say(f"[{stage.name}] inputs changed: cleared {', '.join(map(str, removed))}")
+                say(f"[{stage.name}] {why}: cleared {', '.join(map(str, removed))}")
         doing, done = WORDS.get(decision, ("running", "ran"))
         previous = state.read(stage.name)  # the stage's own bar gives its ETA; its last wall time says it first
         last = f", {previous.wall_s:.0f} s last time" if previous and previous.wall_s else ""
@@ -175,7 +176,7 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
         t0 = time.time()
         result = runners[stage.name](plan, cfg, stage, engines)
         publish_figures(plan, stage, PROJECT_ROOT)
-        record = state.finish(stage.name, key, t0, result)
+        record = state.finish(stage.name, key, t0, result, output_digests(plan, stage, PROJECT_ROOT))
         report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
         say(f"[{stage.name}] {done} in {record.wall_s:.1f} s" + (f": {figures}" if (figures := headline(result)) else ""))
         publish_stage(plan.cfg.profile, stage.name, done, record.wall_s, result)

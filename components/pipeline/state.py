@@ -3,11 +3,10 @@
 A stage's key hashes what decides its result: its part of the profile and the source of the code it runs (the import
 closure of the components it calls, closure.py), both as its kind declares them (components/pipeline/kinds/), and
 the keys of the stages it reads. A rerun with the same key finds the stage done and skips it (its outputs must still
-be there); a changed key clears the stage's outputs and runs it again, and with it, through their keys, every stage
-downstream. A stage left `running` (the
-process was killed) runs again on its outputs: rollouts skip the episodes they hold and training resumes from its
-last checkpoint. A finished GRPO stage asked for more steps and nothing else extends its run from its last
-checkpoint instead of starting over (`extends`).
+be there, as it wrote them: `output_digests`); a changed key clears the stage's outputs and runs it again, and with
+it, through their keys, every stage downstream. A stage left `running` (the process was killed) runs again on its
+outputs: rollouts skip the episodes they hold and training resumes from its last checkpoint. A finished GRPO stage
+asked for more steps and nothing else extends its run from its last checkpoint instead of starting over (`extends`).
 """
 
 from __future__ import annotations
@@ -30,7 +29,9 @@ from components.pipeline.digest import DigestCache
 from components.pipeline.kinds import kind_of
 from components.pipeline.plan import Plan, Stage
 
-Decision = Literal["cached", "new", "resume", "extend", "stale"]
+# replaced: done for this key, but what DVC versions of its outputs is no longer what it wrote (another version
+# checked out by `dvc exp run` or `dvc checkout`, or edited): cleared and run again, as a stale stage is
+Decision = Literal["cached", "new", "resume", "extend", "stale", "replaced"]
 
 
 DIGESTS = "digests.json"  # in the pipeline's state folder: each read file's content digest, by its stat
@@ -107,7 +108,25 @@ def decide(plan: Plan, state: PipelineState, stage: Stage, keys: Mapping[str, st
     decision = state.decide(stage, keys[stage.name], root)
     if decision == "stale" and extends(plan, stage, state.read(stage.name), keys, root):
         return "extend"
+    if decision == "cached":
+        record = state.read(stage.name)
+        if record is not None and record.outputs and output_digests(plan, stage, root) != record.outputs:
+            return "replaced"
     return decision
+
+
+def output_digests(plan: Plan, stage: Stage, root: Path) -> dict[str, str]:
+    """The content digest of each output DVC versions of the stage (StageKind.outs), recorded when it finishes:
+    DVC checks out other versions of those under the pipeline (an experiment's, a commit's), and a key that still
+    holds must not vouch for bytes it never wrote. Digests are kept by each file's stat, so an untouched output is
+    not read again."""
+    outs = kind_of(stage.kind).outs(plan, stage)
+    if not outs:
+        return {}
+    digests = DigestCache(root / plan.cfg.pipeline.state_dir / DIGESTS)
+    found = {str(p): digests.digest(p if p.is_absolute() else root / p) for p in outs}
+    digests.save()
+    return found
 
 
 class StageRecord(BaseModel):
@@ -117,6 +136,7 @@ class StageRecord(BaseModel):
     started_at: float
     wall_s: float | None = None
     result: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, str] = Field(default_factory=dict)  # output_digests when it finished (none: not checked)
 
 
 class RunRecord(BaseModel):
@@ -180,9 +200,10 @@ class PipelineState:
     def start(self, stage: str, key: str) -> None:
         self._write(StageRecord(stage=stage, key=key, status="running", started_at=time.time()))
 
-    def finish(self, stage: str, key: str, started_at: float, result: dict[str, Any]) -> StageRecord:
+    def finish(self, stage: str, key: str, started_at: float, result: dict[str, Any],
+               outputs: Mapping[str, str] | None = None) -> StageRecord:
         record = StageRecord(stage=stage, key=key, status="done", started_at=started_at,
-                             wall_s=round(time.time() - started_at, 2), result=result)
+                             wall_s=round(time.time() - started_at, 2), result=result, outputs=dict(outputs or {}))
         self._write(record)
         return record
 

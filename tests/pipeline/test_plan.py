@@ -152,6 +152,31 @@ def test_state_decides_new_resume_cached_stale_and_a_stale_stage_is_cleared(tmp_
     assert not list((tmp_path / "state").glob("*.tmp*"))
 
 
+def test_a_done_stage_whose_outputs_were_replaced_runs_again(tmp_path):
+    """`dvc exp run` checks the baseline's outputs out before it reproduces: a key that still holds must not vouch
+    for another version's bytes (state.output_digests)."""
+    from components.pipeline.state import decide, output_digests
+
+    raw = load_config("smoke").model_dump(mode="json")
+    raw["pipeline"]["state_dir"] = str(tmp_path / "state")
+    plan = build_plan(PipelineConfig.model_validate(raw))
+    stage = plan["suite"]
+    (out,) = stage.outputs
+    (tmp_path / out).mkdir(parents=True)
+    (tmp_path / out / "tasks.jsonl").write_text('{"id": 1}\n')
+    state, keys = PipelineState(tmp_path / "state"), {"suite": "k1"}
+    state.start("suite", "k1")
+    state.finish("suite", "k1", 0.0, {}, output_digests(plan, stage, tmp_path))
+    assert decide(plan, state, stage, keys, tmp_path) == "cached"
+    (tmp_path / out / "tasks.jsonl").write_text('{"id": 2}\n')  # another version checked out in place
+    assert decide(plan, state, stage, keys, tmp_path) == "replaced"
+    (tmp_path / out / "tasks.jsonl").write_text('{"id": 1}\n')  # the bytes it wrote, in a new file
+    assert decide(plan, state, stage, keys, tmp_path) == "cached"
+    state.finish("suite", "k1", 0.0, {})  # a record from before outputs were recorded: its outputs are trusted
+    (tmp_path / out / "tasks.jsonl").write_text('{"id": 3}\n')
+    assert decide(plan, state, stage, keys, tmp_path) == "cached"
+
+
 def test_a_deployment_points_every_profile_at_its_tracking_server(monkeypatch):
     from components.tracking.tracker import URI_ENV, MlflowTracker, TrackingConfig
 
