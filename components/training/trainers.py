@@ -236,7 +236,7 @@ def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: li
     trainer = build_trainer(job, rows, callbacks)
     last = last_checkpoint(job.out_dir)
     start = time.perf_counter()
-    output = trainer.train(resume_from_checkpoint=last)
+    train_loss = train_or_resume(trainer, last)
     runtime = time.perf_counter() - start
     final = job.out_dir / FINAL
     trainer.save_model(str(final))
@@ -244,7 +244,7 @@ def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: li
     tokens = int(state.num_input_tokens_seen or 0)
     result = TrainResult(
         method=job.method, out_dir=job.out_dir, final_dir=final, global_step=state.global_step, epochs=state.epoch or 0.0,
-        train_loss=_finite(output.training_loss), runtime_s=runtime, tokens=tokens,
+        train_loss=_finite(train_loss), runtime_s=runtime, tokens=tokens,
         tokens_per_s=tokens / runtime if runtime > 0 else 0.0, processes=trainer.accelerator.num_processes,
         resumed_from=last, log_history=state.log_history)
     rank = trainer.accelerator.process_index
@@ -256,6 +256,24 @@ def train(job: TrainJob, rows: list[dict[str, Any]] | None = None, callbacks: li
             fh.write(result.model_dump_json(indent=1))
     trainer.accelerator.wait_for_everyone()
     return result
+
+
+def train_or_resume(trainer: Any, last: str | None) -> float | None:
+    """`trainer.train`, from the checkpoint `last` when there is one; returns the mean training loss. A checkpoint of
+    the planned last step is loaded, not resumed: transformers resumes a run that ended mid-epoch at `max_steps` with
+    one more optimizer step (a run started again after it finished, or after DVC put another version of its model
+    back, trained 13 steps of 12)."""
+    from transformers.trainer import TRAINER_STATE_NAME
+    from transformers.trainer_callback import TrainerState
+
+    if last is not None and trainer.args.max_steps > 0:
+        state = TrainerState.load_from_json(str(Path(last) / TRAINER_STATE_NAME))
+        if state.global_step >= trainer.args.max_steps:
+            trainer._load_from_checkpoint(last)
+            trainer.state = state
+            losses = [h["loss"] for h in state.log_history if "loss" in h]
+            return sum(losses) / len(losses) if losses else None
+    return trainer.train(resume_from_checkpoint=last).training_loss
 
 
 def last_checkpoint(out_dir: Path) -> str | None:
