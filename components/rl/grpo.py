@@ -31,8 +31,9 @@ first time (the same keys). LoRA adapters (peft) are merged into `<out>/merged` 
 CPU defaults (SmolLM2-135M): 2 items x 4 samples per step, 6 turns of at most 64 tokens, one episode per
 forward/backward. On a GPU raise num_generations to 8, prompts_per_step to 8-16, micro_batch to 8-16,
 max_new_tokens to 256 and steps to a few hundred. Generation (`generation`) runs through the rollout engine: by
-default its hf policy over the trainer's model (each episode's keys and values kept between its turns, each
-episode's draws seeded by itself); with `generation: vllm` its vllm policy on engines that load the trainer's
+default its hf policy, in the trainer's process, on a plain copy of the model that holds the trainer's weights of the
+step (components.rl.hf_sampler; each episode's keys and values kept between its turns, each episode's draws seeded
+by itself); with `generation: vllm` its vllm policy on engines that load the trainer's
 weights at each step, the sampler/trainer gap weighed by TRL's importance sampling (components.rl.engine_weights).
 """
 
@@ -60,11 +61,12 @@ from components.policies.models import resolve_model
 from components.policies.protocol import Policy
 from components.policies.tokens import ChatTokens
 from components.rl.engine_weights import attach_engines
+from components.rl.hf_sampler import SamplerCopy
 from components.rl.multiturn import Sample, TurnSampling, play_episodes
 from components.rollout.store import EpisodeStore, load_episodes_dir
 from components.training.config import GRPOKnobs
 from components.training.models import is_adapter, load_tokenizer, lora_config, merge_and_save, precision_flags
-from components.training.trainers import FINAL, MERGED, last_checkpoint
+from components.training.trainers import FINAL, MERGED, last_checkpoint, train_or_resume
 
 EPISODES = "episodes"
 REWARD_SERIES = "train_reward.json"  # beside a stage's merged model: [{"step", "reward"}], the mean reward per step
@@ -136,6 +138,7 @@ class EpisodeRollout:
         self.episodes_dir, self.model_name = episodes_dir, model_name
         self.engine: Policy | None = None  # generation: vllm: the engines that serve the trainer's weights
         self._store: EpisodeStore | None = None  # opened at the first step, when the rank is known
+        self._sampler: SamplerCopy | None = None  # generation: hf, built at the first step
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         step, rank = trainer.state.global_step, trainer.accelerator.process_index
@@ -155,8 +158,14 @@ class EpisodeRollout:
         return samples_columns(samples, self.gym)
 
     def _play_here(self, trainer: Any, items: list[Any], indices: list[int], sampling: TurnSampling) -> list[Sample]:
-        """The episodes sampled from the trainer's own model, in this process (generation: hf)."""
+        """The episodes sampled with the trainer's current weights, in this process (generation: hf): on the
+        sampler copy (components.rl.hf_sampler), or through the trainer's own model with `sampler_copy` off."""
         import torch
+
+        if self.settings.sampler_copy:
+            self._sampler = self._sampler or SamplerCopy(self.settings.precision)
+            with torch.no_grad(), self.gym.envs(self.settings.max_turns) as envs:
+                return self._play_with(self._sampler.current(trainer), items, indices, sampling, envs)
         from trl.models import unwrap_model_for_generation
 
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
@@ -164,15 +173,21 @@ class EpisodeRollout:
                                          ) as model, torch.no_grad(), self.gym.envs(self.settings.max_turns) as envs:
             training = model.training
             model.eval()  # no dropout while sampling: the log-probs are the policy's
-            # a policy per call: the keys and values it keeps were computed with this step's weights only
-            policy = HFPolicy(HFConfig(model=self.model_name or "grpo", max_context=sampling.max_context,
-                                       max_batch=len(items), kv_cache_episodes=len(items), logprobs="sampling"),
-                              model=model, tokenizer=self.chat.tokenizer)
             try:
-                return play_episodes(policy, envs, items, indices, self.chat, sampling, seed=self.settings.seed)
+                return self._play_with(model, items, indices, sampling, envs)
             finally:
-                policy.close()
                 model.train(training)
+
+    def _play_with(self, model: Any, items: list[Any], indices: list[int], sampling: TurnSampling,
+                   envs: Callable[[], Env]) -> list[Sample]:
+        # a policy per call: the keys and values it keeps were computed with this step's weights only
+        policy = HFPolicy(HFConfig(model=self.model_name or "grpo", max_context=sampling.max_context,
+                                   max_batch=len(items), kv_cache_episodes=len(items), logprobs="sampling"),
+                          model=model, tokenizer=self.chat.tokenizer)
+        try:
+            return play_episodes(policy, envs, items, indices, self.chat, sampling, seed=self.settings.seed)
+        finally:
+            policy.close()
 
     def record(self, rank: int, episodes: list[Episode]) -> None:
         """Commit a step's episodes to this rank's store. Sample indices are unique over the run, so a key already
@@ -261,7 +276,7 @@ def run_grpo(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPOKnobs
     trainer = build_trainer(gym, base_model, out, settings, extra_rewards, callbacks)
     started = time.perf_counter()
     try:
-        trainer.train(resume_from_checkpoint=last_checkpoint(out))
+        train_or_resume(trainer, last_checkpoint(out))
     finally:
         trainer.rollout_func.close()  # the rank's episode store
     runtime = time.perf_counter() - started
