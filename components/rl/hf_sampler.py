@@ -15,6 +15,7 @@ model instead, where memory is short (a large model on one GPU).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from components.rl.engine_weights import merged_weights
@@ -49,7 +50,7 @@ class SamplerCopy:
         with DistributedBackend(trainer.accelerator).gather_params(list(model.parameters())):
             if self.model is None:
                 self.model = self._build(model, trainer.accelerator.device)
-            self._load(dict(merged_weights(model)))
+            self._load(merged_weights(model))
         self.step = step
         return self.model
 
@@ -63,13 +64,17 @@ class SamplerCopy:
         plain.eval()
         return plain
 
-    def _load(self, weights: dict[str, Any]) -> None:
+    def _load(self, weights: Iterator[tuple[str, Any]]) -> None:
+        """Copy each merged weight as it comes: no second whole copy of the model in memory."""
         import torch
 
         own = dict(self.model.named_parameters())  # a tied head is one parameter here and in the trainer's model
-        if set(own) != set(weights):
-            raise RuntimeError(f"the sampler and the trainer's model name other weights: only the sampler has "
-                               f"{sorted(set(own) - set(weights))[:5]}, only the trainer {sorted(set(weights) - set(own))[:5]}")
+        seen = set()
         with torch.no_grad():
-            for name, param in own.items():
-                param.copy_(weights[name])
+            for name, tensor in weights:
+                if name not in own:
+                    raise RuntimeError(f"the trainer's model has a weight {name!r} the sampler does not")
+                own[name].copy_(tensor)
+                seen.add(name)
+        if seen != set(own):
+            raise RuntimeError(f"the trainer's model gave no value for the sampler's {sorted(set(own) - seen)[:5]}")
