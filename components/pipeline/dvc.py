@@ -115,6 +115,8 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path, frozen: set[str] | Non
     where = dvc_file(plan.cfg)
     wdir = "/".join([".."] * (len(where.parts) - 1))  # commands, deps and outs are relative to the root
     produced = {s.name: kind_of(s.kind).outs(plan, s) for s in plan.stages}
+    # the files each stage's plots read, outside its folders (components/pipeline/figures.py)
+    figures = {s.name: figure_files(plan, s) for s in plan.stages if produced[s.name]}
     stages: dict[str, Any] = {}
     board: list[list[Path]] = []  # each stage's published figures (pictures, not data series)
     for stage in plan.stages:
@@ -130,42 +132,43 @@ def dvc_stages(plan: Plan, config_path: Path, root: Path, frozen: set[str] | Non
         params = _params(plan, stage, raw)
         if params:
             body["params"] = [{rel: params}]
-        # the files its plots read, outside its folders (components/pipeline/figures.py)
-        figures = figure_files(plan, stage)
-        body["outs"] = [{str(p): {"persist": True}} for p in [*produced[stage.name], *figures]]
+        body["outs"] = [{str(p): {"persist": True}} for p in [*produced[stage.name], *figures[stage.name]]]
         if kind.metrics:
             # cached like the outs: `dvc exp show` and `dvc metrics diff` read an experiment's figures from the cache
             body["metrics"] = [str(metrics_path(plan.cfg))]
         if kind.plots:
-            board.append([p for p in figures if p.name in kind.plots])
+            board.append([p for p in figures[stage.name] if p.name in kind.plots])
         if stage.name in frozen:
             body["frozen"] = True
         stages[stage.name] = body
     doc: dict[str, Any] = {"stages": stages}
     plots: list[Any] = []
-    for pid, definition in _series(plan, produced, wdir).items():
+    for pid, definition in _series(plan, figures, wdir).items():
         plots.append({pid: definition})
     if board:
-        plots += [f"{wdir}/{path}" if wdir else str(path) for path in board[0]]
+        plots += [_top_level(path, wdir) for path in board[0]]
     if plots:
         doc["plots"] = plots
     return doc
 
 
-def _series(plan: Plan, produced: dict[str, tuple[Path, ...]], wdir: str) -> dict[str, dict[str, Any]]:
-    """Each kind's data series (StageKind.series) of the stages DVC runs, one plot per id, drawn from the files'
-    published copies (figures.py), relative to the dvc.yaml (top-level plots are not moved by a stage's `wdir`)."""
+def _series(plan: Plan, figures: dict[str, dict[Path, Path]], wdir: str) -> dict[str, dict[str, Any]]:
+    """Each kind's data series (StageKind.series) of the stages DVC runs (those in `figures`: published file ->
+    source), one plot per id, drawn from the files' published copies."""
     merged: dict[str, dict[str, Any]] = {}
     for stage in plan.stages:
-        if not produced[stage.name]:
+        if stage.name not in figures:
             continue
-        copy = {source: published for published, source in figure_files(plan, stage).items()}
+        copy = {source: published for published, source in figures[stage.name].items()}
         for pid, definition in kind_of(stage.kind).series(plan, stage).items():
-            files = [str(copy[Path(f)]) for f in definition["y"]]
-            ys = {f"{wdir}/{f}" if wdir else f: field for f, field in zip(files, definition["y"].values(), strict=True)}
             plot = merged.setdefault(pid, {k: v for k, v in definition.items() if k != "y"} | {"y": {}})
-            plot["y"].update(ys)
+            plot["y"].update({_top_level(copy[Path(f)], wdir): field for f, field in definition["y"].items()})
     return merged
+
+
+def _top_level(path: Path, wdir: str) -> str:
+    """A file as a top-level plot names it: relative to the dvc.yaml, which a stage's `wdir` does not move."""
+    return f"{wdir}/{path}" if wdir else str(path)
 
 
 def render(plan: Plan, config_path: Path, root: Path) -> str:

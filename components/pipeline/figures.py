@@ -10,6 +10,7 @@ first out, `StageKind.series`) each time the pipeline runs or skips the stage.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,15 +39,19 @@ def figure_files(plan: Plan, stage: Stage) -> dict[Path, Path]:
 
 def publish(plan: Plan, stage: Stage, root: Path) -> list[Path]:
     """Copy the stage's plot files out of its folders (those it wrote; a figure it skipped is removed, not left
-    from an earlier run). Returns the files published."""
+    from an earlier run). A copy carries its source's modification time, so a run that skips the stage copies
+    nothing again. Returns the files published."""
     done = []
     for target, source in figure_files(plan, stage).items():
         dst, src = root / target, root / source
         if not src.is_file():
             dst.unlink(missing_ok=True)
             continue
-        with atomic_write(dst, "wb") as fh, src.open("rb") as raw:
-            shutil.copyfileobj(raw, fh)
+        st, old = src.stat(), dst.stat() if dst.is_file() else None
+        if old is None or (old.st_size, old.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+            with atomic_write(dst, "wb") as fh, src.open("rb") as raw:
+                shutil.copyfileobj(raw, fh)
+            os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
         done.append(target)
     return done
 

@@ -52,6 +52,9 @@ def test_publish_copies_what_the_stage_wrote_and_drops_what_it_did_not(tmp_path:
     assert set(publish(plan, evaluate, tmp_path)) == set(files)
     for target, source in files.items():
         assert (tmp_path / target).read_bytes() == (tmp_path / source).read_bytes()
+    inodes = {t: (tmp_path / t).stat().st_ino for t in files}
+    assert set(publish(plan, evaluate, tmp_path)) == set(files)  # a skipped stage: nothing is copied again
+    assert {t: (tmp_path / t).stat().st_ino for t in files} == inodes
 
     (tmp_path / sources[0]).unlink()  # a rerun that drew no such figure: its old copy goes too
     (tmp_path / sources[1]).write_bytes(b"new")
