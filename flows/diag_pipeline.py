@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prefect import flow
+from prefect import Flow, flow
 
 from components.common.io import atomic_write
 from components.common.paths import PROJECT_ROOT
@@ -365,11 +365,11 @@ def register_flow(config: PipelineConfig) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- the runners (flows/pipeline.py calls them)
-def _runner(stage_flow: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    """A runner (plan, cfg, stage, engines) that runs `stage_flow` on the run's profile: DiagGym's flows read nothing
-    else."""
+def _runner(stage_flow: Flow[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """A runner (plan, cfg, stage, engines) that runs the function behind `stage_flow` on the run's profile, inside
+    the pipeline's task run for the stage (flows/pipeline.py): DiagGym's flows read nothing else."""
     def run(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
-        return stage_flow(config=cfg)
+        return stage_flow.fn(config=cfg)
     return run
 
 

@@ -29,4 +29,4 @@ def grpo_flow(config: PipelineConfig) -> dict[str, Any]:
 def run_grpo(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     if engines is not None and cfg.pipeline.release_engine_for_training:
         engines.close()
-    return grpo_flow(config=cfg)
+    return grpo_flow.fn(config=cfg)

@@ -1,9 +1,13 @@
-"""The main job: every stage of a profile chained in one Prefect flow, each stage its own flow and MLflow run.
+"""The main job: every stage of a profile chained in one Prefect flow, each stage a task run of it and its own MLflow
+run.
 
 The plan (components/pipeline/plan.py) says which stages a profile runs and in what order; the state
 (components/pipeline/state.py) says which of them still hold from an earlier run. One parent MLflow run
 `pipeline-<profile>` carries the profile as params, the git commit and the DVC versions, and every stage's run
-nests under it. A killed run resumes: stages done with the same key are skipped, the stage it was in continues
+nests under it. A stage is a task run of the pipeline's flow run, not a flow run of its own: its logs and
+artifacts are on the one flow run the UI opens, and Prefect's cost is a task's (events sent in the background), not a
+flow's (a blocking create and state calls for each). The stages call the plain functions behind the commands' flows
+(`rollout_flow.fn`). A killed run resumes: stages done with the same key are skipped, the stage it was in continues
 from its outputs (rollouts skip finished episodes, training resumes from its last checkpoint).
 """
 
@@ -15,11 +19,12 @@ import json
 import os
 import time
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
 
 from components.common.io import atomic_write
 from components.common.paths import PROJECT_ROOT
@@ -34,6 +39,7 @@ from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, environment_tags, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, forget_code, output_digests, stage_key
 from components.policies.engines import VLLMServers
+from components.policies.protocol import PolicyRefusal
 from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
 from components.tracking.tracker import MlflowTracker
@@ -147,6 +153,18 @@ def runner(kind: str) -> Runner:
     return fn
 
 
+@task(name="stage", cache_policy=NO_CACHE, log_prints=True)
+def stage_task(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One stage (a runner bound to its stage) as a task run of the pipeline's flow run. The call is passed whole:
+    Prefect walks a task's parameters for futures, and a plan and profile are large to walk."""
+    return call()
+
+
+def _retryable(task: Any, task_run: Any, state: Any) -> bool:
+    """A policy that refuses every task fails the same way again: no retry (the state's data is the exception)."""
+    return not isinstance(state.data, PolicyRefusal)
+
+
 def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dict[str, str], report: dict[str, Any],
                 only: list[str] | None, force: bool, parent: Any, engines: VLLMServers) -> None:
     todo = [s.name for s in plan.stages if not only or s.name in only]
@@ -174,7 +192,10 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
         say(f"[{stage.name}] {doing} (stage {todo.index(stage.name) + 1} of {len(todo)}{last})")
         state.start(stage.name, key)
         t0 = time.time()
-        result = runners[stage.name](plan, cfg, stage, engines)
+        retries = kind_of(stage.kind).retries
+        result = stage_task.with_options(name=stage.name, task_run_name=stage.name, retries=retries,
+                                         retry_delay_seconds=2, retry_condition_fn=_retryable)(
+            partial(runners[stage.name], plan, cfg, stage, engines))
         publish_figures(plan, stage, PROJECT_ROOT)
         record = state.finish(stage.name, key, t0, result, output_digests(plan, stage, PROJECT_ROOT))
         report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
@@ -195,10 +216,10 @@ def run_suite(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServer
     if cfg.data.source == "medagentgym":
         if cfg.data.import_from is None:
             raise ValueError(f"profile {cfg.profile}: data.source medagentgym needs data.import_from")
-        imported = import_flow(src=cfg.data.import_from, out_dir=out, profile=cfg, seed=cfg.data.seed)
+        imported = import_flow.fn(src=cfg.data.import_from, out_dir=out, profile=cfg, seed=cfg.data.seed)
         return {"tasks": imported.imported, "source": "medagentgym"}
-    built = build_suite_flow(profile=cfg, suite=cfg.data.suite, out_dir=out)
-    solvable = solvability_flow(tasks_path=out / "tasks.jsonl", profile=cfg)
+    built = build_suite_flow.fn(profile=cfg, suite=cfg.data.suite, out_dir=out)
+    solvable = solvability_flow.fn(tasks_path=out / "tasks.jsonl", profile=cfg)
     return {"tasks": built["tasks"], "categories": built["categories"], "solvable_test": solvable["solved"],
             "source": "generate"}
 
@@ -210,7 +231,7 @@ def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServ
     shared = engines is not None and config.policy.backend == "vllm" and not config.ray_address
     policy = engines.policy(config.policy.backend_config()) if shared else None  # type: ignore[union-attr,arg-type]
     try:
-        result = rollout_flow(tasks=_tasks_path(cfg), out_dir=PROJECT_ROOT / cfg.rollout_dir(stage.name),
+        result = rollout_flow.fn(tasks=_tasks_path(cfg), out_dir=PROJECT_ROOT / cfg.rollout_dir(stage.name),
                               config=config, profile=cfg, name=stage.name, policy=policy)
     finally:
         if policy is not None:
@@ -227,7 +248,7 @@ def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServer
         engines.close()
     tcfg = plan.training_config(stage).model_copy(update={"tracking": cfg.tracking})
     # the registry logs the model it registers; logging every stage's merged copy too would double the disk
-    out = train_flow(config=tcfg, method=stage.method, stage=None if stage.name == stage.method else stage.name,
+    out = train_flow.fn(config=tcfg, method=stage.method, stage=None if stage.name == stage.method else stage.name,
                      log_model=False)
     t = out["train"]
     return {"rows": (out["dataset"] or {}).get("rows"), "train_loss": t.get("train_loss"),
@@ -237,7 +258,7 @@ def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServer
 
 def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
     verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
-    board = leaderboard_flow(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
+    board = leaderboard_flow.fn(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
                              verifier=str(verifier) if verifier else None, name="leaderboard")
     out: dict[str, Any] = {}
     for name, row in board["rows"].items():
@@ -253,7 +274,7 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
                         f"{name}.verifier_{key}_high": auc["high"]}
     if plan.valid_rollouts():
         # a board of their own inside the leaderboard's folder: what choices are read off, never ranked with test
-        valid = leaderboard_flow(config=cfg, rollouts=plan.valid_rollouts(), name="leaderboard-valid",
+        valid = leaderboard_flow.fn(config=cfg, rollouts=plan.valid_rollouts(), name="leaderboard-valid",
                                  out=str(Path(board["report_dir"]) / "valid"))
         for name, row in valid["rows"].items():
             out[f"{name}.success"] = row["success"]
@@ -286,7 +307,7 @@ def run_register(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
     versions = dvc_versions(PROJECT_ROOT)
     if trained.kind == "train":  # online GRPO plays its own episodes: it has no dataset to version
         versions[f"dataset.{trained.name}"] = read_manifest(dataset_dir(cfg, trained.method, trained.name)).content_hash
-    decision = register_flow(config=cfg, rollout=selection.test_rollout, baseline=plan.baseline(),
+    decision = register_flow.fn(config=cfg, rollout=selection.test_rollout, baseline=plan.baseline(),
                              model_dir=str(PROJECT_ROOT / merged_dir(cfg, trained.method, trained.name)),
                              data_versions=versions, selection=selection)
     return {"alias": decision["alias"], "version": decision["version"], "promoted": decision["promoted"],

@@ -46,6 +46,7 @@ class StageKind:
     sections: ClassVar[tuple[str, ...]] = ()  # the profile keys (dotted) its result depends on
     metrics: ClassVar[bool] = False  # it writes the profile's headline figures (dvc.metrics_path)
     plots: ClassVar[tuple[str, ...]] = ()  # figures in its first DVC out
+    retries: ClassVar[int] = 0  # times the pipeline runs a failed stage again at once: only where a rerun resumes
 
     def stages(self, plan: Plan) -> list[Stage]:
         """This kind's stages of `plan.cfg` (the profile with its self-improvement rounds expanded); a `last` kind
