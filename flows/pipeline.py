@@ -165,6 +165,12 @@ def _retryable(task: Any, task_run: Any, state: Any) -> bool:
     return not isinstance(state.data, PolicyRefusal)
 
 
+def run_as_task(stage: Stage, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`call` (the stage's runner, bound) as the stage's task run, retried as its kind says."""
+    return stage_task.with_options(name=stage.name, task_run_name=stage.name, retries=kind_of(stage.kind).retries,
+                                   retry_delay_seconds=2, retry_condition_fn=_retryable)(call)
+
+
 def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dict[str, str], report: dict[str, Any],
                 only: list[str] | None, force: bool, parent: Any, engines: VLLMServers) -> None:
     todo = [s.name for s in plan.stages if not only or s.name in only]
@@ -192,10 +198,7 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
         say(f"[{stage.name}] {doing} (stage {todo.index(stage.name) + 1} of {len(todo)}{last})")
         state.start(stage.name, key)
         t0 = time.time()
-        retries = kind_of(stage.kind).retries
-        result = stage_task.with_options(name=stage.name, task_run_name=stage.name, retries=retries,
-                                         retry_delay_seconds=2, retry_condition_fn=_retryable)(
-            partial(runners[stage.name], plan, cfg, stage, engines))
+        result = run_as_task(stage, partial(runners[stage.name], plan, cfg, stage, engines))
         publish_figures(plan, stage, PROJECT_ROOT)
         record = state.finish(stage.name, key, t0, result, output_digests(plan, stage, PROJECT_ROOT))
         report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}

@@ -1,6 +1,7 @@
 """What the orchestration around the stages costs, cut without dropping what users rely on: flows on the command's
 temporary Prefect server run without heartbeats unless the user asks for them, MLflow's telemetry is off in every
-command, and a run's tags are written in batches that all land (bench/pipeline.py measures the cost)."""
+command, a run's tags are written in batches that all land, and a stage is a task run of the pipeline's flow run, not
+a flow run of its own (bench/pipeline.py measures the cost)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -109,3 +112,44 @@ def test_a_command_killed_with_sigkill_leaves_no_prefect_server(tmp_path: Path):
         proc.kill()
         proc.wait()
     assert not (left := outlived_by(guard)), f"the Prefect server outlived its killed command: {left}"
+
+
+def test_a_rollout_stage_is_retried_once_as_a_task_run_and_a_refusing_policy_never(monkeypatch):
+    """Each stage is a task run of the pipeline's flow run (no flow run of its own); a rollout, whose rerun skips
+    the episodes it finished, is retried once, while a policy that refuses every task fails at once."""
+    from prefect import flow
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    from components.pipeline.plan import Stage
+    from components.policies.protocol import PolicyRefusal
+    from flows.pipeline import run_as_task
+    from flows.runtime import prefect_api
+
+    calls: list[str] = []
+
+    def flaky() -> dict:
+        task = TaskRunContext.get()
+        calls.append(task.task_run.name)
+        if len(calls) == 1:
+            raise ConnectionError("the engine dropped a request")
+        return {"episodes": 4, "flow_run": str(FlowRunContext.get().flow_run.id)}
+
+    def refusing() -> dict:
+        calls.append("refusing")
+        raise PolicyRefusal("vllm cannot play these tasks")
+
+    @flow
+    def pipeline(call, kind: str) -> dict:
+        return run_as_task(Stage("base", kind, ()), call)
+
+    with prefect_api():
+        out = pipeline(flaky, "rollout")
+        assert calls == ["base", "base"] and out["episodes"] == 4
+        calls.clear()
+        with pytest.raises(PolicyRefusal):
+            pipeline(refusing, "rollout")
+        assert calls == ["refusing"]
+        calls.clear()
+        with pytest.raises(ConnectionError):  # a training stage resumes from its checkpoint on the next run instead
+            pipeline(flaky, "train")
+        assert calls == ["base"]
