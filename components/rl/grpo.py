@@ -29,8 +29,10 @@ order). A rerun resumes from the last complete checkpoint; a step it plays again
 first time (the same keys). LoRA adapters (peft) are merged into `<out>/merged` at the end.
 
 CPU defaults (SmolLM2-135M): 2 items x 4 samples per step, 6 turns of at most 64 tokens, one episode per
-forward/backward. On a GPU raise num_generations to 8, prompts_per_step to 8-16, micro_batch to 8-16,
-max_new_tokens to 256 and steps to a few hundred. Generation (`generation`) runs through the rollout engine: by
+forward/backward; a micro-batch of a whole group (micro_batch = num_generations) trains the group's prompt once
+instead of once per episode (components.rl.shared_prompt), for the activations of one prompt and its n completions.
+On a GPU raise num_generations to 8, prompts_per_step to 8-16, micro_batch to 8-16, max_new_tokens to 256 and
+steps to a few hundred. Generation (`generation`) runs through the rollout engine: by
 default its hf policy, in the trainer's process, on a plain copy of the model that holds the trainer's weights of the
 step (components.rl.hf_sampler; each episode's keys and values kept between its turns, each episode's draws seeded
 by itself); with `generation: vllm` its vllm policy on engines that load the trainer's
@@ -63,6 +65,7 @@ from components.policies.tokens import ChatTokens
 from components.rl.engine_weights import attach_engines
 from components.rl.hf_sampler import SamplerCopy
 from components.rl.multiturn import Sample, TurnSampling, play_episodes
+from components.rl.shared_prompt import trainer_class as shared_prompt_trainer
 from components.rollout.store import EpisodeStore, load_episodes_dir
 from components.training.config import GRPOKnobs
 from components.training.models import is_adapter, load_tokenizer, lora_config, merge_and_save, precision_flags
@@ -257,7 +260,7 @@ def build_trainer(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPO
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=settings.importance_sampling,
         vllm_importance_sampling_clip_max=settings.importance_sampling_cap, **precision_flags(settings.precision))
     init = resolve_model(base_model)
-    trainer = GRPOTrainer(
+    trainer = (shared_prompt_trainer() if settings.shared_prompt else GRPOTrainer)(
         model=str(init), reward_funcs=[episode_reward, *extra_rewards], args=args,
         train_dataset=Dataset.from_list([{"prompt": item.task_id} for item in gym.items]), processing_class=tokenizer,
         peft_config=lora_config(settings.lora) if settings.lora.enabled else None, rollout_func=rollout,

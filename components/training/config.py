@@ -128,6 +128,10 @@ class GRPOKnobs(_Strict):
                                "training precision, LoRA merged in, refreshed each step (components.rl.hf_sampler: "
                                "3x faster decoding on a CPU than through the trainer's model); off: through the "
                                "trainer's model, one copy of the weights less")
+    shared_prompt: bool = Field(default=True, description="the scoring forward runs each distinct prompt of a "
+                                "micro-batch once, its episodes' completions on its keys and values "
+                                "(components.rl.shared_prompt): with a group's episodes in one micro-batch, its prompt "
+                                "is trained once, not once per episode; off: TRL's forward, every episode whole")
     # options, not the vllm policy's own config type: importing it here would make every training stage's key hash
     # the vllm policy's code; the profile validates them (components/profile/config.py) and the engines take them
     vllm: dict[str, Any] = Field(default_factory=dict, description="the engines' options (VLLMPolicyConfig: engines, "
