@@ -85,12 +85,15 @@ def prefect_api() -> Iterator[str]:
 
 
 def _flush_run_logs() -> None:
-    """Send the run logs still queued to the server before it stops: Prefect ships them in batches from a thread,
-    and the last flow run's lines (its summary) would otherwise be lost with the server."""
+    """Send the run logs and events still queued to the server before it stops: Prefect ships them in batches from
+    threads, and the last flow run's lines (its summary) and the last stages' task-run states (a task run's states
+    travel as events) would otherwise be lost with the server."""
     if "prefect" in sys.modules:
+        from prefect.events.worker import EventsWorker
         from prefect.logging.handlers import APILogHandler
 
         APILogHandler().flush()
+        EventsWorker.drain_all(timeout=30)
 
 
 @contextlib.contextmanager
