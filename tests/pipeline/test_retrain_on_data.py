@@ -84,8 +84,8 @@ def _decisions(api_url: str) -> list[tuple[str, str]]:
 
 
 def _run_records(api_url: str, flow_run_id: str) -> dict[str, int]:
-    """What a person opening a pipeline's flow run in the UI finds: its log lines and artifacts, with those of its
-    stages' subflow runs."""
+    """What a person opening a pipeline's flow run in the UI finds: its log lines and artifacts (its stages are task
+    runs of it), with those of any subflow run below it."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
         ArtifactFilter,
