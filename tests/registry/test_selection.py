@@ -197,11 +197,11 @@ def _suite(cfg: PipelineConfig, tasks: int = 8) -> None:
 
 
 def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_rollout(model_store, tmp_path,
-                                                                                      tiny_model, monkeypatch):
+                                                                                      tiny_model):
+    """The stage's runner, outside any flow run (it calls the register flow's function, no Prefect server)."""
     import flows.pipeline
     from components.pipeline.paths import dataset_dir, merged_dir
     from components.training.datasets import DatasetManifest
-    from flows.register import register_flow
 
     tracking, _ = model_store
     cfg = _profile(tmp_path).model_copy(update={"tracking": tracking})
@@ -215,7 +215,6 @@ def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_ro
                                    sources=[], tokenizer="t", stats={}, settings={})
         dataset_dir(cfg, m).mkdir(parents=True)
         (dataset_dir(cfg, m) / "manifest.json").write_text(manifest.model_dump_json())
-    monkeypatch.setattr(flows.pipeline, "register_flow", register_flow.fn)  # the flow's body, without a Prefect server
     out = flows.pipeline.run_register(plan, cfg, plan["register"])
     assert (out["chosen"], out["chosen_on"], out["test_reads"]) == ("sft", "valid", 4)
 
@@ -227,10 +226,9 @@ def test_the_register_stage_registers_the_model_chosen_on_valid_with_its_test_ro
     assert v.tags["medgym.eval.success"] == "0.625000" and v.tags["medgym.selection.chosen"] == "sft"
 
 
-def test_the_evaluate_stage_ranks_valid_rollouts_on_a_board_of_their_own(tmp_path, monkeypatch):
+def test_the_evaluate_stage_ranks_valid_rollouts_on_a_board_of_their_own(tmp_path):
     import flows.pipeline
     from components.tracking.tracker import TrackingConfig
-    from flows.evaluate import leaderboard_flow
 
     cfg = _profile(tmp_path).model_copy(update={"tracking": TrackingConfig(
         mlflow_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_location=str(tmp_path / "artifacts"))})
@@ -238,7 +236,6 @@ def test_the_evaluate_stage_ranks_valid_rollouts_on_a_board_of_their_own(tmp_pat
     plan = build_plan(cfg.model_copy(update={"pipeline": cfg.pipeline.model_copy(update={"stages": stages})}))
     assert plan["evaluate"].needs == ("base", "sft_test", "sft_valid")
     _played(cfg, {"base": 1, "sft_test": 5, "sft_valid": 6})
-    monkeypatch.setattr(flows.pipeline, "leaderboard_flow", leaderboard_flow.fn)
     out = flows.pipeline.run_evaluate(plan, plan.cfg, plan["evaluate"])
     board = Path(out["report_dir"])
     test_md, valid_md = (board / "leaderboard.md").read_text(), (board / "valid" / "leaderboard.md").read_text()
