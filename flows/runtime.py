@@ -81,10 +81,10 @@ def prefect_api() -> Iterator[str]:
             try:
                 yield api_url
             finally:
-                _flush_run_logs()
+                _flush_to_server()
 
 
-def _flush_run_logs() -> None:
+def _flush_to_server() -> None:
     """Send the run logs and events still queued to the server before it stops: Prefect ships them in batches from
     threads, and the last flow run's lines (its summary) and the last stages' task-run states (a task run's states
     travel as events) would otherwise be lost with the server."""

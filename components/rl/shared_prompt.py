@@ -97,8 +97,10 @@ def trainer_class() -> type:
                     model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                     **extra)
             batch_size = batch_size or input_ids.size(0)
+            native = self._native_head(model)
             chunks = [self._shared(model, input_ids[start:start + batch_size], attention_mask[start:start + batch_size],
-                                   logits_to_keep) for start in range(0, input_ids.size(0), batch_size)]
+                                   logits_to_keep, native, compute_entropy)
+                      for start in range(0, input_ids.size(0), batch_size)]
             logps = torch.cat([lp for lp, _ in chunks])
             return logps, torch.cat([ent for _, ent in chunks]) if compute_entropy else None, None
 
@@ -115,10 +117,10 @@ def trainer_class() -> type:
                 return None
             return causal.base_model, causal.get_output_embeddings()
 
-        def _shared(self, model: Any, input_ids: Any, attention_mask: Any, keep: int) -> tuple[Any, Any]:
+        def _shared(self, model: Any, input_ids: Any, attention_mask: Any, keep: int, native: tuple[Any, Any] | None,
+                    entropy: bool) -> tuple[Any, Any]:
             completion, completion_mask = input_ids[:, -keep:], attention_mask[:, -keep:]
             groups = prompt_groups(input_ids[:, :-keep], attention_mask[:, :-keep])
-            native = self._native_head(model)
             logps, entropies, order = [], [], []
             for prompt, rows in groups.items():
                 n, device = len(rows), input_ids.device
@@ -146,7 +148,7 @@ def trainer_class() -> type:
                         hidden = backbone(input_ids=rest, attention_mask=seen, past_key_values=cache,
                                           use_cache=False).last_hidden_state[:, :-1]
                         lp, ent = head_log_probs(hidden, head.weight, head.bias, rest[:, 1:],
-                                                 seen[:, -width:].bool(), self.temperature, entropy=True)
+                                                 seen[:, -width:].bool(), self.temperature, entropy)
                 logps.append(functional.pad(lp, (0, keep - width)))
                 entropies.append(None if ent is None else functional.pad(ent, (0, keep - width)))
                 order += rows

@@ -114,7 +114,7 @@ def test_a_command_killed_with_sigkill_leaves_no_prefect_server(tmp_path: Path):
     assert not (left := outlived_by(guard)), f"the Prefect server outlived its killed command: {left}"
 
 
-def test_a_rollout_stage_is_retried_once_as_a_task_run_and_a_refusing_policy_never(monkeypatch):
+def test_a_rollout_stage_is_retried_once_as_a_task_run_and_a_refusing_policy_never():
     """Each stage is a task run of the pipeline's flow run (no flow run of its own); a rollout, whose rerun skips
     the episodes it finished, is retried once, while a policy that refuses every task fails at once."""
     from prefect import flow
@@ -126,13 +126,15 @@ def test_a_rollout_stage_is_retried_once_as_a_task_run_and_a_refusing_policy_nev
     from flows.runtime import prefect_api
 
     calls: list[str] = []
+    runs: set[bool] = set()
 
     def flaky() -> dict:
         task = TaskRunContext.get()
         calls.append(task.task_run.name)
+        runs.add(task.task_run.flow_run_id == FlowRunContext.get().flow_run.id)  # a task run of the pipeline's run
         if len(calls) == 1:
             raise ConnectionError("the engine dropped a request")
-        return {"episodes": 4, "flow_run": str(FlowRunContext.get().flow_run.id)}
+        return {"episodes": 4}
 
     def refusing() -> dict:
         calls.append("refusing")
@@ -144,7 +146,7 @@ def test_a_rollout_stage_is_retried_once_as_a_task_run_and_a_refusing_policy_nev
 
     with prefect_api():
         out = pipeline(flaky, "rollout")
-        assert calls == ["base", "base"] and out["episodes"] == 4
+        assert calls == ["base", "base"] and out["episodes"] == 4 and runs == {True}
         calls.clear()
         with pytest.raises(PolicyRefusal):
             pipeline(refusing, "rollout")

@@ -85,8 +85,8 @@ def test_log_probs_entropies_and_gradient_are_the_stock_forwards(tiny_model, tmp
         assert grad.abs().sum() > 0, name
         assert torch.allclose(shared[2][name], grad, atol=1e-5, rtol=1e-4), name
     # micro-batches of one row (TRL's batch_size argument) give the same
-    one = type(trainer)._get_per_token_logps_and_entropies(trainer, model, ids, mask, keep, batch_size=1)[0]
-    assert torch.allclose(one, stock[0], atol=1e-5)
+    one, no_entropy, _ = type(trainer)._get_per_token_logps_and_entropies(trainer, model, ids, mask, keep, batch_size=1)
+    assert torch.allclose(one, stock[0], atol=1e-5) and no_entropy is None
 
 
 def test_with_gradient_checkpointing_the_stock_forward_runs(tiny_model, tmp_path):

@@ -9,6 +9,7 @@ A kind is a subclass of `StageKind`, registered with `@stage_kind`, and says
   (closure.py), and the other files it reads (`reads`);
 - what DVC versions (`outs`; by default its outputs) and whether it writes the profile's DVC metrics and figures;
 - what the dry run shows of a stage (`details`);
+- how many times the pipeline runs a failed stage again at once (`retries`: only a kind whose rerun resumes);
 - its runner (`runner`): the dotted name of the function in flows/ that runs one stage of it. Components never
   import flows (tests/test_layers.py), so the kind names its runner and flows/pipeline.py looks it up and calls
   every runner the same way: `runner(plan, cfg, stage, engines)`, returning the stage's headline figures.
