@@ -8,6 +8,9 @@ line prints peak memory and seconds a step, and their ratios against that baseli
     python bench/stage_memory.py --run /work/demo-run4 --method dpo --init models/demo/sft/merged --steps 12 \\
         --variant '{"batch_size": 1, "grad_accum": 2}' --variant '{"batch_size": 1, "grad_accum": 2, \\
         "gradient_checkpointing": true}'
+
+A variant's `lora` object goes to the stage's LoRA settings (`{"lora": {"last_layers": 10}}`), and `"head": "trl"`
+scores through TRL's fused head instead of the CPU head (components/training/native_head.py).
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ def child(spec: dict) -> None:
     settings_cls = {"sft": SFTSettings, "dpo": DPOSettings, "verifier": VerifierSettings}[spec["method"]]
     recorded = json.loads((Path(spec["dataset"]) / "manifest.json").read_text())["settings"]
     settings = {k: v for k, v in recorded.items() if k in settings_cls.model_fields}
-    settings["schedule"] = {**settings["schedule"], **spec["variant"], "max_steps": spec["steps"], "save_steps": 10**6}
+    variant = dict(spec["variant"])
+    settings["lora"] = {**settings["lora"], **variant.pop("lora", {})}
+    if variant.pop("head", "cpu") == "trl":  # the baseline: TRL's fused head as it scores on a CPU
+        from components.training import native_head
+
+        native_head.use_cpu_head = lambda trainer, fields: False
+    settings["schedule"] = {**settings["schedule"], **variant, "max_steps": spec["steps"], "save_steps": 10**6}
     job = TrainJob(method=spec["method"], base_model=spec["init"], dataset_dir=Path(spec["dataset"]),
                    out_dir=Path(spec["out"]), **{spec["method"]: settings_cls(**settings)})
     result = train(job)

@@ -263,7 +263,7 @@ def build_trainer(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPO
     trainer = (shared_prompt_trainer() if settings.shared_prompt else GRPOTrainer)(
         model=str(init), reward_funcs=[episode_reward, *extra_rewards], args=args,
         train_dataset=Dataset.from_list([{"prompt": item.task_id} for item in gym.items]), processing_class=tokenizer,
-        peft_config=lora_config(settings.lora) if settings.lora.enabled else None, rollout_func=rollout,
+        peft_config=lora_config(settings.lora, model=init) if settings.lora.enabled else None, rollout_func=rollout,
         callbacks=list(callbacks))
     if settings.generation == "vllm":
         rollout.engine = attach_engines(trainer, settings.vllm, Path(init), out)

@@ -7,7 +7,7 @@ runs the prompt's layers n times, forward and backward, and scores every prompt 
 once: its keys and values (with their graph: the adapter's gradient flows back through them) are repeated for its
 episodes, whose completions then run on top of them, cut to the group's longest (TRL pads them to the batch's
 longest), and only completion positions are scored: on a GPU or across processes through the fused head TRL uses,
-in a one-process CPU run with PyTorch's own kernels (`head_log_probs`). The figures are the stock forward's up to
+in a one-process CPU run with PyTorch's own kernels (components.training.native_head). The figures are the stock forward's up to
 float rounding (tests/rl/test_shared_prompt.py), for the loss, the reference pass and the old
 log-probs alike.
 
@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from components.training.native_head import cpu_head_applies, head_log_probs
+
 
 @contextlib.contextmanager
 def _in_order() -> Iterator[None]:
@@ -37,31 +39,6 @@ def _in_order() -> Iterator[None]:
         yield
     finally:
         grpo_trainer.shuffle_sequence_dict = shuffle
-
-
-# what TRL's fused head applies besides the temperature; a model with any of them is scored by TRL's head
-_HEAD_SCALING = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
-
-
-def head_log_probs(hidden: Any, weight: Any, bias: Any, targets: Any, mask: Any, temperature: float,
-                   entropy: bool) -> tuple[Any, Any]:
-    """Log-probs of `targets` (n, w) from the last hidden states (n, w, d) at the positions `mask` keeps (0
-    elsewhere), and their entropies (detached: logged, never trained), through PyTorch's own kernels. The logits are
-    computed in the autocast dtype as TRL's head computes them, the softmax in float32. On a CPU TRL's chunked head
-    is an eager elementwise pass over every position's vocabulary, several times slower; it exists to keep the
-    logits of long GPU batches out of memory, which the few scored positions of a CPU micro-batch do not need."""
-    import torch
-    from torch.nn import functional
-
-    z = functional.linear(hidden[mask], weight, bias).float() / temperature
-    norm = torch.logsumexp(z, dim=-1)
-    picked = z.gather(-1, targets[mask].unsqueeze(-1)).squeeze(-1) - norm
-    logps = picked.new_zeros(mask.shape).masked_scatter(mask, picked)
-    if not entropy:
-        return logps, None
-    with torch.no_grad():
-        spread = norm - (torch.softmax(z, dim=-1) * z).sum(-1)
-        return logps, spread.new_zeros(mask.shape).masked_scatter(mask, spread)
 
 
 def prompt_groups(prompt_ids: Any, prompt_mask: Any) -> dict[tuple[int, ...], list[int]]:
@@ -112,8 +89,7 @@ def trainer_class() -> type:
                 return None
             causal = self.accelerator.unwrap_model(model)
             causal = causal.get_base_model() if hasattr(causal, "get_base_model") else causal
-            text = causal.config.get_text_config()
-            if any(getattr(text, name, None) is not None for name in _HEAD_SCALING):
+            if not cpu_head_applies(self.accelerator, causal):
                 return None
             return causal.base_model, causal.get_output_embeddings()
 

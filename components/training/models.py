@@ -43,11 +43,41 @@ def precision_flags(precision: str) -> dict[str, bool]:
     return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
 
 
-def lora_config(settings: LoraSettings, task_type: str = "CAUSAL_LM", modules_to_save: list[str] | None = None) -> Any:
+def lora_config(settings: LoraSettings, task_type: str = "CAUSAL_LM", modules_to_save: list[str] | None = None,
+                model: str | Path | None = None) -> Any:
+    """PEFT's LoraConfig for the settings; `model` (a name or folder) is needed where `last_layers` is set, to
+    count its layers and name its linear modules."""
     from peft import LoraConfig
 
+    targets, layers = settings.target_modules, None
+    if settings.last_layers is not None:
+        if model is None:
+            raise ValueError("lora.last_layers needs the model it adapts")
+        names, depth = decoder_linear_names(model)
+        if settings.last_layers > depth:
+            raise ValueError(f"lora.last_layers is {settings.last_layers}, and {model} has {depth} decoder layers")
+        layers = list(range(depth - settings.last_layers, depth))
+        if targets == "all-linear":  # PEFT takes a layer subset with named modules only
+            targets = names
     return LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                      target_modules=settings.target_modules, task_type=task_type, modules_to_save=modules_to_save)
+                      target_modules=targets, layers_to_transform=layers, task_type=task_type,
+                      modules_to_save=modules_to_save)
+
+
+def decoder_linear_names(model: str | Path) -> tuple[list[str], int]:
+    """The linear modules of a decoder layer (q_proj, ..., down_proj) and the number of layers, read from the
+    model's config on the meta device (no weights are loaded)."""
+    import torch
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(resolve_model(str(model)))
+    with init_empty_weights():
+        body = AutoModelForCausalLM.from_config(config)
+    layers = next(m for m in body.modules() if isinstance(m, torch.nn.ModuleList))
+    names = sorted({name.rsplit(".", 1)[-1] for name, m in layers[0].named_modules()
+                    if isinstance(m, torch.nn.Linear)})
+    return names, len(layers)
 
 
 def load_tokenizer(model: str | Path) -> Any:

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from components.common.io import atomic_write
 from components.policies.models import resolve_model
-from components.training import packed_attention
-from components.training.config import DPOSettings, LoraSettings, Schedule, SFTSettings, VerifierSettings
+from components.training import native_head, packed_attention
+from components.training.config import DPOSettings, Schedule, SFTSettings, VerifierSettings
 from components.training.models import load_tokenizer, lora_config, precision_flags
 
 Method = Literal["sft", "dpo", "verifier"]
@@ -110,8 +110,9 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _peft(lora: LoraSettings, task_type: str = "CAUSAL_LM", modules_to_save: list[str] | None = None) -> Any:
-    return lora_config(lora, task_type, modules_to_save) if lora.enabled else None
+def _peft(job: TrainJob, task_type: str = "CAUSAL_LM", modules_to_save: list[str] | None = None) -> Any:
+    lora = job.settings().lora
+    return lora_config(lora, task_type, modules_to_save, model=job.base_model) if lora.enabled else None
 
 
 # ---------------------------------------------------------------------- SFT
@@ -130,8 +131,10 @@ def sft_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
         fields["include_num_input_tokens_seen"] = "all"
     args = SFTConfig(**fields)
     tokenizer = load_tokenizer(job.base_model)
-    return SFTTrainer(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
-                      processing_class=tokenizer, peft_config=_peft(s.lora), callbacks=callbacks)
+    trainer = SFTTrainer(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
+                         processing_class=tokenizer, peft_config=_peft(job), callbacks=callbacks)
+    native_head.use_cpu_head(trainer, ("log_probs", "entropy", "is_top1"))  # the fields SFTTrainer reads
+    return trainer
 
 
 # ---------------------------------------------------------------------- DPO
@@ -149,10 +152,14 @@ def dpo_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
                                      loss_type=[s.loss_type], remove_unused_columns=False))
     tokenizer = load_tokenizer(job.base_model)
     trainer_cls = _masked_dpo_trainer()
-    return trainer_cls(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
-                       processing_class=tokenizer, peft_config=_peft(s.lora), callbacks=callbacks,
-                       data_collator=_masked_preference_collator()(pad_token_id=tokenizer.pad_token_id,
-                                                                   max_length=s.schedule.max_length))
+    trainer = trainer_cls(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
+                          processing_class=tokenizer, peft_config=_peft(job), callbacks=callbacks,
+                          data_collator=_masked_preference_collator()(pad_token_id=tokenizer.pad_token_id,
+                                                                      max_length=s.schedule.max_length))
+    # the fields DPOTrainer reads (log_sum_sq_probs: WPO's weights)
+    fields = ("log_probs", "entropy", "mean_logits", "is_top1") + (("log_sum_sq_probs",) if trainer.use_weighting else ())
+    native_head.use_cpu_head(trainer, fields)
+    return trainer
 
 
 def _masked_dpo_trainer() -> type:
@@ -200,7 +207,7 @@ def reward_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[An
                                         max_length=s.schedule.max_length))
     tokenizer = load_tokenizer(job.base_model)
     return RewardTrainer(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
-                         processing_class=tokenizer, peft_config=_peft(s.lora, "SEQ_CLS", ["score"]),
+                         processing_class=tokenizer, peft_config=_peft(job, "SEQ_CLS", ["score"]),
                          callbacks=callbacks)
 
 

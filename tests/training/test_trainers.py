@@ -244,3 +244,21 @@ def test_reward_verifier_pairs_correct_with_incorrect_trains_and_its_merged_mode
     scores = scorer.score(episodes)
     assert set(scores) == {e.episode_id for e in episodes}
     assert all(0.0 <= v <= 1.0 for v in scores.values())
+
+
+# ---------------------------------------------------------------------- LoRA on the last layers
+def test_lora_on_the_last_layers_adapts_and_trains_only_those(tiny_model, sft_rows, tmp_path):
+    """`lora.last_layers`: adapters in the model's last N decoder layers only, so the layers below take no
+    gradient; more layers than the model has is refused with both counts named."""
+    from components.training.models import decoder_linear_names, lora_config
+
+    names, depth = decoder_linear_names(tiny_model)
+    assert depth == 2 and {"q_proj", "down_proj"} <= set(names)
+    lora = LoraSettings(r=4, alpha=8, dropout=0.0, last_layers=1)
+    j = job("sft", tiny_model, tmp_path, SFTSettings(packing=True, schedule=schedule(max_steps=1), lora=lora))
+    trainer = trainers.build_trainer(j, sft_rows, [])
+    trained = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trained and all(".layers.1." in n and "lora_" in n for n in trained)
+    assert {n.split(".layers.1.")[1].split(".lora_")[0].split(".")[-1] for n in trained} == set(names)
+    with pytest.raises(ValueError, match="last_layers is 3, and .* has 2 decoder layers"):
+        lora_config(LoraSettings(last_layers=3), model=tiny_model)
