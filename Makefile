@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo diag-demo test test-fast setup vllm vllm-gpu gpu-wheels lint bench clean
+.PHONY: demo environments diag-demo test test-fast setup vllm vllm-gpu gpu-wheels lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,8 +31,13 @@ gpu-wheels: $(STAMP)
 vllm-gpu:
 	bash infra/vllm/setup.sh --gpu
 
-demo: $(STAMP) vllm  # the demo generates through vLLM (configs/demo.yaml)
+demo: environments  # the demo generates through vLLM (configs/demo.yaml)
 	$(BIN)/medgym pipeline run --profile demo
+
+# the project's and vLLM's environments side by side: two pip installs of their own, each waiting on the disk and
+# the index much of its time
+environments:
+	$(MAKE) -j2 $(STAMP) vllm
 
 # DiagGym end to end on this CPU (about an hour): cohort, world models, cold start, GRPO, evaluation, registration
 diag-demo: $(STAMP)

@@ -9,8 +9,9 @@ line prints peak memory and seconds a step, and their ratios against that baseli
         --variant '{"batch_size": 1, "grad_accum": 2}' --variant '{"batch_size": 1, "grad_accum": 2, \\
         "gradient_checkpointing": true}'
 
-A variant's `lora` object goes to the stage's LoRA settings (`{"lora": {"last_layers": 10}}`), and `"head": "trl"`
-scores through TRL's fused head instead of the CPU head (components/training/native_head.py).
+A variant's `lora` object goes to the stage's LoRA settings (`{"lora": {"last_layers": 10}}`); `"head": "trl"`
+scores through TRL's fused head instead of the CPU head (components/training/native_head.py), `"head": "cpu-whole"`
+through the CPU head with DPO's rows run whole (each pair's prompt twice).
 """
 
 from __future__ import annotations
@@ -37,10 +38,15 @@ def child(spec: dict) -> None:
     settings = {k: v for k, v in recorded.items() if k in settings_cls.model_fields}
     variant = dict(spec["variant"])
     settings["lora"] = {**settings["lora"], **variant.pop("lora", {})}
-    if variant.pop("head", "cpu") == "trl":  # the baseline: TRL's fused head as it scores on a CPU
+    head = variant.pop("head", "cpu")
+    if head != "cpu":
         from components.training import native_head
 
-        native_head.use_cpu_head = lambda trainer, fields: False
+        cpu_head = native_head.use_cpu_head
+        native_head.use_cpu_head = {  # the baselines: TRL's fused head as it scores on a CPU; DPO's rows whole
+            "trl": lambda trainer, fields, pairs=False: False,
+            "cpu-whole": lambda trainer, fields, pairs=False: cpu_head(trainer, fields),
+        }[head]
     settings["schedule"] = {**settings["schedule"], **variant, "max_steps": spec["steps"], "save_steps": 10**6}
     job = TrainJob(method=spec["method"], base_model=spec["init"], dataset_dir=Path(spec["dataset"]),
                    out_dir=Path(spec["out"]), **{spec["method"]: settings_cls(**settings)})

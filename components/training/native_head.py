@@ -61,9 +61,12 @@ def cpu_head_applies(accelerator: Any, causal: Any) -> bool:
     return all(getattr(text, name, None) is None for name in HEAD_SCALING)
 
 
-def use_cpu_head(trainer: Any, outputs: tuple[str, ...]) -> bool:
+def use_cpu_head(trainer: Any, outputs: tuple[str, ...], pairs: bool = False) -> bool:
     """Re-patch the fused head TRL added to a trainer's model (`model(..., fused_lm_head=True)`) so that it scores
-    through `head_fields`, where `cpu_head_applies`. Returns whether it did."""
+    through `head_fields`, where `cpu_head_applies`. Returns whether it did.
+
+    `pairs`: the batches are DPO's, chosen rows then rejected rows, row i and row n + i one pair with a common
+    prompt: each pair's unscored common prefix runs once (`paired_hidden`)."""
     model = trainer.model
     causal = model.get_base_model() if hasattr(model, "get_base_model") else model
     if not cpu_head_applies(trainer.accelerator, causal):
@@ -80,7 +83,12 @@ def use_cpu_head(trainer: Any, outputs: tuple[str, ...]) -> bool:
                                        ("num_items_in_batch", num_items_in_batch)) if v is not None}
             return original(self, *args, **kwargs, **extra)
         kwargs["use_cache"] = False
-        hidden = self.base_model(*args, **kwargs).last_hidden_state
+        # a recomputed (checkpointed) layer would append to the prefix's cache a second time
+        checkpointed = self.training and getattr(self, "is_gradient_checkpointing", False)
+        if pairs and shift_labels is None and not args and not checkpointed and _plain(kwargs):
+            hidden = paired_hidden(self.base_model, kwargs["input_ids"], kwargs["attention_mask"], labels)
+        else:
+            hidden = self.base_model(*args, **kwargs).last_hidden_state
         if shift_labels is None:
             hidden, labels = hidden[:, :-1], labels[:, 1:]
         else:
@@ -93,3 +101,39 @@ def use_cpu_head(trainer: Any, outputs: tuple[str, ...]) -> bool:
 
     causal.forward = types.MethodType(forward, causal)
     return True
+
+
+def _plain(inputs: dict[str, Any]) -> bool:
+    """Ids and an attention mask, and nothing the paired forward would drop (PEFT passes its defaults, None and
+    False); anything more (embeddings, position ids, attentions asked for) runs the batch whole."""
+    return "input_ids" in inputs and "attention_mask" in inputs and all(
+        v is None or v is False for k, v in inputs.items()
+        if k not in ("input_ids", "attention_mask", "use_cache", "return_dict"))
+
+
+def paired_hidden(backbone: Any, input_ids: Any, attention_mask: Any, labels: Any) -> Any:
+    """The backbone's last hidden states (2n, w, d) of DPO's right-padded batch [chosen rows; rejected rows], with
+    each pair's common prefix up to its first scored position run once: its keys and values (with their graph:
+    the adapter's gradient flows back through them) serve both rows, whose rest then runs on top of them. The prefix
+    positions' states are left 0: nothing scores them (a position scores the next token's label)."""
+    import torch
+
+    n, width = input_ids.size(0) // 2, input_ids.size(1)
+    rows: list[Any] = [None] * (2 * n)
+    for i in range(n):
+        pair = [i, n + i]
+        ids, mask = input_ids[pair], attention_mask[pair]
+        same = (ids[0] == ids[1]) & (mask[0] == 1) & (mask[1] == 1)
+        common = int(same.long().cumprod(0).sum())
+        scored = (labels[pair] != -100).any(dim=0).nonzero()  # a label at p is scored from the state at p - 1
+        first = int(scored.min()) - 1 if len(scored) else width
+        prefix = max(0, min(common, first))
+        cache = None
+        if prefix:
+            cache = backbone(input_ids=ids[:1, :prefix], use_cache=True).past_key_values
+            cache.batch_repeat_interleave(2)
+        rest = backbone(input_ids=ids[:, prefix:], attention_mask=mask,
+                        past_key_values=cache, use_cache=prefix > 0).last_hidden_state
+        states = torch.cat([rest.new_zeros(2, prefix, rest.size(-1)), rest], dim=1)
+        rows[i], rows[n + i] = states[0], states[1]
+    return torch.stack(rows)

@@ -158,7 +158,7 @@ def dpo_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
                                                                       max_length=s.schedule.max_length))
     # the fields DPOTrainer reads (log_sum_sq_probs: WPO's weights)
     fields = ("log_probs", "entropy", "mean_logits", "is_top1") + (("log_sum_sq_probs",) if trainer.use_weighting else ())
-    native_head.use_cpu_head(trainer, fields)
+    native_head.use_cpu_head(trainer, fields, pairs=True)
     return trainer
 
 

@@ -1,6 +1,6 @@
 """The CPU head (components/training/native_head.py): on a one-process CPU run SFT and DPO score only the labelled
-positions through PyTorch's kernels; their loss, every logged metric and the adapter's gradient are those of TRL's
-fused head, which scores every position."""
+positions through PyTorch's kernels, and DPO runs each pair's common prompt once; their loss, every logged metric
+and the adapter's gradient are those of TRL's fused head, which scores every position of every row whole."""
 
 from __future__ import annotations
 
@@ -47,7 +47,18 @@ def test_loss_metrics_and_gradient_are_those_of_trls_fused_head(method, tiny_mod
     labelled = (batch["labels"] != -100).sum() if method == "sft" else batch["completion_mask"].sum()
     assert 0 < labelled < batch["input_ids"].numel()  # some positions are not scored: the head skips them
 
+    widths: list[tuple[int, int]] = []
+    hook = causal.model.register_forward_pre_hook(lambda m, a, kw: widths.append(tuple(kw["input_ids"].shape)),
+                                                  with_kwargs=True)
     loss, grads, metrics = _step(trainer, batch)
+    hook.remove()
+    rows, width = batch["input_ids"].shape
+    if method == "dpo":  # per pair, policy and reference: the prompt once, then both rows' rest on its cache
+        prompts = [w for r, w in widths if r == 1]
+        assert len(prompts) == (rows // 2) * 2 and all(0 < w < width for w in prompts)  # pairs x (policy, ref)
+        assert all(r == 2 and w < width for r, w in widths if r != 1)
+    else:
+        assert widths == [(rows, width)]
     add_fused_lm_head(causal, outputs=FIELDS)  # TRL's own head again
     want_loss, want_grads, want_metrics = _step(trainer, batch)
 
