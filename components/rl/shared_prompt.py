@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from components.training.native_head import cpu_head_applies, head_log_probs
+from components.training.native_head import cpu_head_applies, head_fields, prefix_cache
 
 
 @contextlib.contextmanager
@@ -82,11 +82,8 @@ def trainer_class() -> type:
             return logps, torch.cat([ent for _, ent in chunks]) if compute_entropy else None, None
 
         def _native_head(self, model: Any) -> tuple[Any, Any] | None:
-            """(backbone, LM head) of a one-process CPU run whose head only divides by the temperature: scored with
-            head_log_probs. None elsewhere (TRL's fused head: a GPU's kernel is compact and fast, and a
-            multi-process run must go through the wrapper that syncs its gradients)."""
-            if self.accelerator.device.type != "cpu" or self.accelerator.num_processes > 1:
-                return None
+            """(backbone, LM head) where `cpu_head_applies`: scored with head_fields. None elsewhere (TRL's fused
+            head)."""
             causal = self.accelerator.unwrap_model(model)
             causal = causal.get_base_model() if hasattr(causal, "get_base_model") else causal
             if not cpu_head_applies(self.accelerator, causal):
@@ -108,8 +105,7 @@ def trainer_class() -> type:
                 cache = None
                 with self.accelerator.autocast():
                     if len(prompt) > 1:  # all of it but its last token, whose logits score the first completion token
-                        cache = model(input_ids=ids[None, :-1], use_cache=True, logits_to_keep=1).past_key_values
-                        cache.batch_repeat_interleave(n)
+                        cache = prefix_cache(model, ids[None, :-1], n, logits_to_keep=1)
                     rest = torch.cat([ids[-1:].expand(n, 1), completion[rows, :width]], dim=1)
                     seen = torch.cat([torch.ones(n, len(prompt), dtype=completion_mask.dtype, device=device),
                                       completion_mask[rows, :width]], dim=1)
@@ -123,8 +119,9 @@ def trainer_class() -> type:
                         backbone, head = native
                         hidden = backbone(input_ids=rest, attention_mask=seen, past_key_values=cache,
                                           use_cache=False).last_hidden_state[:, :-1]
-                        lp, ent = head_log_probs(hidden, head.weight, head.bias, rest[:, 1:],
-                                                 seen[:, -width:].bool(), self.temperature, entropy)
+                        fields = head_fields(hidden, head.weight, head.bias, rest[:, 1:], seen[:, -width:].bool(),
+                                             self.temperature, ("log_probs", "entropy") if entropy else ("log_probs",))
+                        lp, ent = fields["log_probs"], fields.get("entropy")
                 logps.append(functional.pad(lp, (0, keep - width)))
                 entropies.append(None if ent is None else functional.pad(ent, (0, keep - width)))
                 order += rows

@@ -19,15 +19,6 @@ HEAD_SCALING = ("final_logit_softcapping", "logit_scale", "output_multiplier", "
                 "logits_scaling")
 
 
-def head_log_probs(hidden: Any, weight: Any, bias: Any, targets: Any, mask: Any, temperature: float,
-                   entropy: bool) -> tuple[Any, Any]:
-    """Log-probs of `targets` (n, w) from the last hidden states (n, w, d) at the positions `mask` keeps (0
-    elsewhere), and their entropies (detached: logged, never trained)."""
-    fields = head_fields(hidden, weight, bias, targets, mask, temperature, ("log_probs", "entropy") if entropy
-                         else ("log_probs",))
-    return fields["log_probs"], fields.get("entropy")
-
-
 def head_fields(hidden: Any, weight: Any, bias: Any, targets: Any, mask: Any, temperature: float,
                 outputs: tuple[str, ...]) -> dict[str, Any]:
     """The per-position fields of TRL's fused head (`log_probs` with its gradient; `entropy`, `is_top1`,
@@ -111,6 +102,15 @@ def _plain(inputs: dict[str, Any]) -> bool:
         if k not in ("input_ids", "attention_mask", "use_cache", "return_dict"))
 
 
+def prefix_cache(run: Any, prefix: Any, copies: int, **kwargs: Any) -> Any:
+    """The keys and values of one prefix (1, p), run once through `run` (a backbone, or a model with `kwargs` such as
+    `logits_to_keep`), repeated for `copies` rows that continue it. Their graph is kept, so the gradient of every
+    row's loss flows back through the prefix's one pass."""
+    cache = run(input_ids=prefix, use_cache=True, **kwargs).past_key_values
+    cache.batch_repeat_interleave(copies)
+    return cache
+
+
 def paired_hidden(backbone: Any, input_ids: Any, attention_mask: Any, labels: Any) -> Any:
     """The backbone's last hidden states (2n, w, d) of DPO's right-padded batch [chosen rows; rejected rows], with
     each pair's common prefix up to its first scored position run once: its keys and values (with their graph:
@@ -128,12 +128,9 @@ def paired_hidden(backbone: Any, input_ids: Any, attention_mask: Any, labels: An
         scored = (labels[pair] != -100).any(dim=0).nonzero()  # a label at p is scored from the state at p - 1
         first = int(scored.min()) - 1 if len(scored) else width
         prefix = max(0, min(common, first))
-        cache = None
-        if prefix:
-            cache = backbone(input_ids=ids[:1, :prefix], use_cache=True).past_key_values
-            cache.batch_repeat_interleave(2)
-        rest = backbone(input_ids=ids[:, prefix:], attention_mask=mask,
-                        past_key_values=cache, use_cache=prefix > 0).last_hidden_state
+        cache = prefix_cache(backbone, ids[:1, :prefix], 2) if prefix else None
+        rest = backbone(input_ids=ids[:, prefix:], attention_mask=mask, past_key_values=cache,
+                        use_cache=False).last_hidden_state
         states = torch.cat([rest.new_zeros(2, prefix, rest.size(-1)), rest], dim=1)
         rows[i], rows[n + i] = states[0], states[1]
     return torch.stack(rows)

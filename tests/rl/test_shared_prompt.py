@@ -49,8 +49,8 @@ def test_rows_group_by_their_prompt_without_padding():
 
 @pytest.mark.parametrize("head", ["native", "fused"])
 def test_log_probs_entropies_and_gradient_are_the_stock_forwards(tiny_model, tmp_path, head):
-    """`native`: a one-process CPU run scores with PyTorch's kernels (head_log_probs); `fused`: through TRL's head, as
-    on a GPU or across processes."""
+    """`native`: a one-process CPU run scores with PyTorch's kernels (native_head.head_fields); `fused`: through
+    TRL's head, as on a GPU or across processes."""
     from trl import GRPOTrainer
 
     trainer = _trainer(tiny_model, tmp_path)
