@@ -68,7 +68,15 @@ from components.rl.multiturn import Sample, TurnSampling, play_episodes
 from components.rl.shared_prompt import trainer_class as shared_prompt_trainer
 from components.rollout.store import EpisodeStore, load_episodes_dir
 from components.training.config import GRPOKnobs
-from components.training.models import is_adapter, load_tokenizer, lora_config, merge_and_save, precision_flags
+from components.training.models import (
+    adapters_take_autocast_inputs,
+    frozen_base_kwargs,
+    is_adapter,
+    load_tokenizer,
+    lora_config,
+    merge_and_save,
+    precision_flags,
+)
 from components.training.trainers import FINAL, MERGED, last_checkpoint, train_or_resume
 
 EPISODES = "episodes"
@@ -258,13 +266,16 @@ def build_trainer(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPO
         use_cpu=not _cuda(), dataloader_num_workers=0,
         # read by TRL only while engines generate (attach_engines): the sampler/trainer ratio (components.rl.engine_weights)
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=settings.importance_sampling,
-        vllm_importance_sampling_clip_max=settings.importance_sampling_cap, **precision_flags(settings.precision))
+        vllm_importance_sampling_clip_max=settings.importance_sampling_cap, **precision_flags(settings.precision),
+        model_init_kwargs=frozen_base_kwargs(settings.lora, settings.precision) or None)
     init = resolve_model(base_model)
     trainer = (shared_prompt_trainer() if settings.shared_prompt else GRPOTrainer)(
         model=str(init), reward_funcs=[episode_reward, *extra_rewards], args=args,
         train_dataset=Dataset.from_list([{"prompt": item.task_id} for item in gym.items]), processing_class=tokenizer,
         peft_config=lora_config(settings.lora, model=init) if settings.lora.enabled else None, rollout_func=rollout,
         callbacks=list(callbacks))
+    if frozen_base_kwargs(settings.lora, settings.precision):
+        adapters_take_autocast_inputs(trainer.model)
     if settings.generation == "vllm":
         rollout.engine = attach_engines(trainer, settings.vllm, Path(init), out)
     return trainer

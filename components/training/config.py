@@ -30,6 +30,14 @@ class LoraSettings(_Strict):
     # need a gradient, which undoes the saving.
     last_layers: int | None = Field(default=None, gt=0, description="adapt only the model's last N decoder layers "
                                     "(None: all of them)")
+    # Autocast computes every product in bf16 anyway, but with the frozen base in float32 it casts each weight again
+    # at every call and each layer's float32 input again for every module reading it, and PEFT casts each adapter's
+    # input up to float32 for autocast to cast it down again: on SmolLM2 (the demo's 1,536-token SFT rows, a CPU)
+    # a step took 1.33x the time. The adapters stay float32, as their optimizer updates need.
+    frozen_dtype: Literal["auto", "float32"] = Field(
+        default="auto", description="the frozen base's weights: auto holds them in bf16 where the run computes in "
+        "bf16 (the residual stream then in bf16 too, as vLLM serves it), except under DeepSpeed, which shards them; "
+        "float32 keeps them as saved")
 
 
 class Schedule(_Strict):

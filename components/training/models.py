@@ -8,6 +8,7 @@ is the same whether training ran in one process or under DeepSpeed ZeRO-3 with s
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,27 @@ def precision_flags(precision: str) -> dict[str, bool]:
     if precision == "auto":
         precision = "bf16" if bf16_supported() else "fp32"
     return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
+
+
+def frozen_base_kwargs(lora: LoraSettings, precision: str) -> dict[str, str]:
+    """`from_pretrained` keywords for the base a run adapts: its frozen weights in bf16 where the run computes in
+    bf16 with LoRA and no DeepSpeed (`LoraSettings.frozen_dtype`), else none (TRL then loads float32)."""
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"  # set by `accelerate launch`
+    if not lora.enabled or lora.frozen_dtype == "float32" or deepspeed or not precision_flags(precision)["bf16"]:
+        return {}
+    return {"dtype": "bfloat16"}
+
+
+def adapters_take_autocast_inputs(model: Any) -> int:
+    """Stop PEFT casting each adapter's input to the adapter's float32 before autocast casts it back to bf16 for the
+    product: two copies of every adapted module's input, forward and backward, for the same result. Only for a
+    model whose every forward runs under autocast (a trainer's, bf16); returns the adapted modules changed."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    for m in layers:
+        m.cast_input_dtype_enabled = False
+    return len(layers)
 
 
 def lora_config(settings: LoraSettings, task_type: str = "CAUSAL_LM", modules_to_save: list[str] | None = None,

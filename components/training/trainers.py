@@ -21,7 +21,13 @@ from components.common.io import atomic_write
 from components.policies.models import resolve_model
 from components.training import native_head, packed_attention
 from components.training.config import DPOSettings, Schedule, SFTSettings, VerifierSettings
-from components.training.models import load_tokenizer, lora_config, precision_flags
+from components.training.models import (
+    adapters_take_autocast_inputs,
+    frozen_base_kwargs,
+    load_tokenizer,
+    lora_config,
+    precision_flags,
+)
 
 Method = Literal["sft", "dpo", "verifier"]
 # a run folder's layout, for every trainer here and in components/rl: `checkpoint-<step>` while it trains, the
@@ -126,7 +132,8 @@ def sft_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     fields = training_args(s.schedule, job.out_dir, **kernel_args(job.liger_kernels),
                            max_length=s.schedule.max_length, packing=packing,
                            packing_strategy="bfd", padding_free=packing, dataset_num_proc=None,
-                           model_init_kwargs={"attn_implementation": packed_attention.register()})
+                           model_init_kwargs={"attn_implementation": packed_attention.register(),
+                                              **frozen_base_kwargs(s.lora, s.schedule.precision)})
     if packing:  # a padding-free row holds no padding: "non_padding" would count ids != pad, and pad is often eos
         fields["include_num_input_tokens_seen"] = "all"
     args = SFTConfig(**fields)
@@ -134,7 +141,14 @@ def sft_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     trainer = SFTTrainer(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
                          processing_class=tokenizer, peft_config=_peft(job), callbacks=callbacks)
     native_head.use_cpu_head(trainer, ("log_probs", "entropy", "is_top1"))  # the fields SFTTrainer reads
+    _autocast_adapters(trainer, s)
     return trainer
+
+
+def _autocast_adapters(trainer: Any, s: SFTSettings | VerifierSettings | DPOSettings) -> None:
+    """A bf16 base's adapters take their inputs as autocast gives them (models.adapters_take_autocast_inputs)."""
+    if frozen_base_kwargs(s.lora, s.schedule.precision):
+        adapters_take_autocast_inputs(trainer.model)
 
 
 # ---------------------------------------------------------------------- DPO
@@ -149,7 +163,8 @@ def dpo_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
                               if len(r["prompt_ids"]) < s.schedule.max_length])
     args = DPOConfig(**training_args(s.schedule, job.out_dir, **kernel_args(job.liger_kernels),
                                      max_length=s.schedule.max_length, beta=s.beta,
-                                     loss_type=[s.loss_type], remove_unused_columns=False))
+                                     loss_type=[s.loss_type], remove_unused_columns=False,
+                                     model_init_kwargs=frozen_base_kwargs(s.lora, s.schedule.precision) or None))
     tokenizer = load_tokenizer(job.base_model)
     trainer_cls = _masked_dpo_trainer()
     trainer = trainer_cls(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
@@ -159,6 +174,7 @@ def dpo_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     # the fields DPOTrainer reads (log_sum_sq_probs: WPO's weights)
     fields = ("log_probs", "entropy", "mean_logits", "is_top1") + (("log_sum_sq_probs",) if trainer.use_weighting else ())
     native_head.use_cpu_head(trainer, fields, pairs=True)
+    _autocast_adapters(trainer, s)
     return trainer
 
 

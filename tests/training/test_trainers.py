@@ -262,3 +262,47 @@ def test_lora_on_the_last_layers_adapts_and_trains_only_those(tiny_model, sft_ro
     assert {n.split(".layers.1.")[1].split(".lora_")[0].split(".")[-1] for n in trained} == set(names)
     with pytest.raises(ValueError, match="last_layers is 3, and .* has 2 decoder layers"):
         lora_config(LoraSettings(last_layers=3), model=tiny_model)
+
+
+# ---------------------------------------------------------------------- the frozen base's dtype
+def _dtypes(trainer) -> tuple[set, set]:
+    params = list(trainer.model.named_parameters())
+    return {p.dtype for _, p in params if not p.requires_grad}, {p.dtype for _, p in params if p.requires_grad}
+
+
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_a_bf16_lora_run_holds_its_frozen_base_in_bf16_and_trains_float32_adapters(tiny_model, sft_rows, pairs,
+                                                                                    tmp_path, method, monkeypatch):
+    """`lora.frozen_dtype: auto`: with bf16 compute the frozen weights load in bf16 and the adapters stay float32,
+    each adapter taking its input as autocast gives it; the first step's loss is float32-frozen's within bf16's
+    rounding. float32, fp32 compute, or DeepSpeed (which shards the weights) keep the base as saved."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from components.training.models import bf16_supported, frozen_base_kwargs
+
+    if not bf16_supported():
+        pytest.skip("this machine computes no bf16: the frozen base stays float32 here")
+    settings_cls, rows = (SFTSettings, sft_rows) if method == "sft" else (DPOSettings, pairs)
+    first = {}
+    for frozen in ("auto", "float32"):
+        s = settings_cls(schedule=schedule(max_steps=1, batch_size=2, precision="bf16"),
+                         lora=LORA.model_copy(update={"frozen_dtype": frozen}))
+        j = job(method, tiny_model, tmp_path / frozen, s)
+        trainer = trainers.build_trainer(j, rows, [])
+        frozen_dtypes, trained_dtypes = _dtypes(trainer)
+        assert frozen_dtypes == {torch.bfloat16 if frozen == "auto" else torch.float32}
+        assert trained_dtypes == {torch.float32}
+        casts = {m.cast_input_dtype_enabled for m in trainer.model.modules() if isinstance(m, BaseTunerLayer)}
+        assert casts == ({False} if frozen == "auto" else {True})
+        del trainer
+        result = trainers.train(j, rows=rows)
+        assert result.global_step == 1 and math.isfinite(result.train_loss)
+        first[frozen] = losses(result)[0]
+    assert first["auto"] == pytest.approx(first["float32"], rel=0.02, abs=0.01)
+
+    lora = LORA.model_copy(update={"frozen_dtype": "auto"})
+    assert frozen_base_kwargs(lora, "bf16") == {"dtype": "bfloat16"}
+    assert frozen_base_kwargs(lora, "fp32") == {} and frozen_base_kwargs(LORA.model_copy(update={"enabled": False}),
+                                                                         "bf16") == {}
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    assert frozen_base_kwargs(lora, "bf16") == {}
