@@ -25,6 +25,7 @@ from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import as_completed
 
 from components.common.io import atomic_write
 from components.common.paths import PROJECT_ROOT
@@ -34,6 +35,7 @@ from components.pipeline.dvc import dvc_file, dvc_session, metrics_path
 from components.pipeline.figures import clear as clear_figures
 from components.pipeline.figures import publish as publish_figures
 from components.pipeline.kinds import kind_of
+from components.pipeline.kinds.rollout import plays_on_shared_engine
 from components.pipeline.paths import dataset_dir, merged_dir, stage_episodes
 from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, environment_tags, provenance_tags
@@ -165,48 +167,101 @@ def _retryable(task: Any, task_run: Any, state: Any) -> bool:
     return not isinstance(state.data, PolicyRefusal)
 
 
-def run_as_task(stage: Stage, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """`call` (the stage's runner, bound) as the stage's task run, retried as its kind says."""
+def _stage_task(stage: Stage) -> Any:
+    """The stage's task: named for it, retried as its kind says."""
     return stage_task.with_options(name=stage.name, task_run_name=stage.name, retries=kind_of(stage.kind).retries,
-                                   retry_delay_seconds=2, retry_condition_fn=_retryable)(call)
+                                   retry_delay_seconds=2, retry_condition_fn=_retryable)
+
+
+def run_as_task(stage: Stage, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`call` (the stage's runner, bound) as the stage's task run."""
+    return _stage_task(stage)(call)
+
+
+def submit_as_task(stage: Stage, call: Callable[[], dict[str, Any]]) -> Any:
+    """The same, started on the flow's task runner (threads): its future."""
+    return _stage_task(stage).submit(call)
 
 
 def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dict[str, str], report: dict[str, Any],
                 only: list[str] | None, force: bool, parent: Any, engines: VLLMServers) -> None:
     todo = [s.name for s in plan.stages if not only or s.name in only]
     runners = {s.name: runner(s.kind) for s in plan.stages if s.name in todo}  # a wrong name stops the run here
-    for stage in plan.stages:
-        keys[stage.name] = key = stage_key(plan, stage, keys, PROJECT_ROOT)
-        if only and stage.name not in only:
+    for wave in plan.waves(plan.names):
+        # every stage's key, those `only` leaves out too: a later stage's key holds its upstream keys
+        for stage in wave:
+            keys[stage.name] = stage_key(plan, stage, keys, PROJECT_ROOT)
+        started = [(stage, *begun) for stage in wave if stage.name in todo
+                   and (begun := _begin(plan, state, stage, keys, report, force, todo)) is not None]
+        if len(started) == 1:
+            stage, key, done, t0 = started[0]
+            _end(plan, state, stage, key, done, t0, run_as_task(stage, _bound(runners, plan, cfg, stage, engines)),
+                 report, parent)
+        elif started:
+            _run_side_by_side(plan, cfg, state, started, runners, report, parent, engines)
+
+
+def _bound(runners: dict[str, Runner], plan: Plan, cfg: PipelineConfig, stage: Stage,
+           engines: VLLMServers) -> Callable[[], dict[str, Any]]:
+    return partial(runners[stage.name], plan, cfg, stage, engines)
+
+
+def _begin(plan: Plan, state: PipelineState, stage: Stage, keys: dict[str, str], report: dict[str, Any], force: bool,
+           todo: list[str]) -> tuple[str, str, float] | None:
+    """Decide the stage: None where its key still holds (reported as cached), else (key, what the report will
+    say it did, its start time), its stale outputs cleared and its start recorded."""
+    key = keys[stage.name]
+    decision = "stale" if force else decide(plan, state, stage, keys, PROJECT_ROOT)
+    if decision == "cached":
+        record = state.read(stage.name)
+        report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
+        publish_figures(plan, stage, PROJECT_ROOT)  # `dvc repro` of a cached stage commits them as its outs
+        say(f"[{stage.name}] cached (key {key[:12]})")
+        return None
+    if decision in ("stale", "replaced"):
+        removed = clear_outputs(stage.outputs, PROJECT_ROOT)
+        clear_figures(plan, stage, PROJECT_ROOT)
+        why = "inputs changed" if decision == "stale" else "its outputs are not those it wrote"
+        if removed:
+            say(f"[{stage.name}] {why}: cleared {', '.join(map(str, removed))}")
+    doing, done = WORDS.get(decision, ("running", "ran"))
+    previous = state.read(stage.name)  # the stage's own bar gives its ETA; its last wall time says it first
+    last = f", {previous.wall_s:.0f} s last time" if previous and previous.wall_s else ""
+    say(f"[{stage.name}] {doing} (stage {todo.index(stage.name) + 1} of {len(todo)}{last})")
+    state.start(stage.name, key)
+    return key, done, time.time()
+def _end(plan: Plan, state: PipelineState, stage: Stage, key: str, done: str, t0: float, result: dict[str, Any],
+         report: dict[str, Any], parent: Any) -> None:
+    """Record a stage that ran: its state, the run's report, the parent run's metrics, the UI's artifact."""
+    publish_figures(plan, stage, PROJECT_ROOT)
+    record = state.finish(stage.name, key, t0, result, output_digests(plan, stage, PROJECT_ROOT))
+    report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
+    say(f"[{stage.name}] {done} in {record.wall_s:.1f} s" + (f": {figures}" if (figures := headline(result)) else ""))
+    publish_stage(plan.cfg.profile, stage.name, done, record.wall_s, result)
+    parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
+                        **{f"{stage.name}.{k}": float(v) for k, v in result.items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+
+
+def _run_side_by_side(plan: Plan, cfg: PipelineConfig, state: PipelineState,
+                      started: list[tuple[Stage, str, str, float]], runners: dict[str, Runner],
+                      report: dict[str, Any], parent: Any, engines: VLLMServers) -> None:
+    """A wave's stages as task runs at once (Prefect's thread pool), each recorded as it ends. A failed one fails
+    the run after the others have ended and been recorded: their work is kept for the next run."""
+    futures = {submit_as_task(stage, _bound(runners, plan, cfg, stage, engines)): (stage, key, done, t0)
+               for stage, key, done, t0 in started}
+    failed: list[BaseException] = []
+    for future in as_completed(list(futures)):
+        stage, key, done, t0 = futures[future]
+        try:
+            result = future.result()
+        except BaseException as exc:  # noqa: BLE001 (every other stage of the wave still ends and is recorded)
+            say(f"[{stage.name}] failed: {type(exc).__name__}: {exc}")
+            failed.append(exc)
             continue
-        decision = "stale" if force else decide(plan, state, stage, keys, PROJECT_ROOT)
-        if decision == "cached":
-            record = state.read(stage.name)
-            report[stage.name] = {"status": "cached", "wall_s": 0.0, **(record.result if record else {})}
-            publish_figures(plan, stage, PROJECT_ROOT)  # `dvc repro` of a cached stage commits them as its outs
-            say(f"[{stage.name}] cached (key {key[:12]})")
-            continue
-        if decision in ("stale", "replaced"):
-            removed = clear_outputs(stage.outputs, PROJECT_ROOT)
-            clear_figures(plan, stage, PROJECT_ROOT)
-            why = "inputs changed" if decision == "stale" else "its outputs are not those it wrote"
-            if removed:
-                say(f"[{stage.name}] {why}: cleared {', '.join(map(str, removed))}")
-        doing, done = WORDS.get(decision, ("running", "ran"))
-        previous = state.read(stage.name)  # the stage's own bar gives its ETA; its last wall time says it first
-        last = f", {previous.wall_s:.0f} s last time" if previous and previous.wall_s else ""
-        say(f"[{stage.name}] {doing} (stage {todo.index(stage.name) + 1} of {len(todo)}{last})")
-        state.start(stage.name, key)
-        t0 = time.time()
-        result = run_as_task(stage, partial(runners[stage.name], plan, cfg, stage, engines))
-        publish_figures(plan, stage, PROJECT_ROOT)
-        record = state.finish(stage.name, key, t0, result, output_digests(plan, stage, PROJECT_ROOT))
-        report[stage.name] = {"status": done, "wall_s": record.wall_s, **result}
-        say(f"[{stage.name}] {done} in {record.wall_s:.1f} s" + (f": {figures}" if (figures := headline(result)) else ""))
-        publish_stage(plan.cfg.profile, stage.name, done, record.wall_s, result)
-        parent.log_metrics({f"{stage.name}.wall_s": record.wall_s,
-                            **{f"{stage.name}.{k}": float(v) for k, v in result.items()
-                               if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+        _end(plan, state, stage, key, done, t0, result, report, parent)
+    if failed:
+        raise failed[0]
 
 
 # ---------------------------------------------------------------------- the coding pipeline's runners
@@ -231,7 +286,7 @@ def run_rollout(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServ
     config = cfg.collection(stage.name)
     # a vLLM policy plays on the run's one server, loaded with this collection's checkpoint (Ray's actors and
     # attached servers build their own)
-    shared = engines is not None and config.policy.backend == "vllm" and not config.ray_address
+    shared = engines is not None and plays_on_shared_engine(config)
     policy = engines.policy(config.policy.backend_config()) if shared else None  # type: ignore[union-attr,arg-type]
     try:
         result = rollout_flow.fn(tasks=_tasks_path(cfg), out_dir=PROJECT_ROOT / cfg.rollout_dir(stage.name),

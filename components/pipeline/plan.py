@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.pipeline.kinds import family
+from components.pipeline.kinds import family, kind_of
 from components.pipeline.paths import merged_dir
 from components.profile.config import PipelineConfig, RolloutProfile
 from components.training.config import CodingGRPOSettings, DPOSettings, SFTSettings, VerifierSettings
@@ -120,6 +120,23 @@ class Plan:
         if self.cfg.pipeline.baseline:
             return self.cfg.pipeline.baseline
         return next((n for n in self.test_rollouts() if self.cfg.rollouts[n].plays is None), None)
+
+    def waves(self, names: Iterable[str]) -> list[list[Stage]]:
+        """The stages named, in run order, cut into waves: each wave runs at once and the next starts when it has
+        ended. With `pipeline.side_by_side`, consecutive stages that play one model on the run's shared engine and
+        need none of each other share a wave (on a CPU a collection's last episodes leave the engine mostly
+        idle, and the next collection's first ones would fill it); every other stage is a wave of its own."""
+        wanted, out, engine = set(names), [], None
+        for stage in self.stages:
+            if stage.name not in wanted:
+                continue
+            key = kind_of(stage.kind).shared_engine(self, stage) if self.cfg.pipeline.side_by_side else None
+            if key is not None and out and key == engine and not set(stage.needs) & {s.name for s in out[-1]}:
+                out[-1].append(stage)
+            else:
+                out.append([stage])
+                engine = key
+        return out
 
     def final(self) -> tuple[Stage, str] | None:
         """The last policy trained and the test rollout that plays it: what is registered where no valid rollout

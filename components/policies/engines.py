@@ -11,6 +11,7 @@ count, ...) replaces them. The policies handed out never stop the servers; close
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from components.policies.models import resolve_model
@@ -27,6 +28,8 @@ class VLLMServers:
     """At most one live set of vLLM engines at a time; use as a context manager."""
 
     def __init__(self) -> None:
+        # collections that run side by side (pipeline.side_by_side) ask from their own threads
+        self._lock = threading.RLock()
         self._key: str | None = None
         self._servers: list[VLLMServer] = []
         self.starts = 0  # servers started, for the run's record
@@ -43,6 +46,10 @@ class VLLMServers:
         are built as they are: their servers are not ours to keep."""
         if config.base_url is not None:
             return VLLMPolicy(config)
+        with self._lock:
+            return self._policy(config)
+
+    def _policy(self, config: VLLMPolicyConfig) -> VLLMPolicy:
         settings = {k: getattr(config, k) for k in _PER_RUN}
         key = json.dumps({k: v for k, v in settings.items() if k not in _PER_CHECKPOINT}, sort_keys=True, default=str)
         if self._servers and (key != self._key or not all(s.running() for s in self._servers)):
@@ -60,5 +67,6 @@ class VLLMServers:
         return VLLMPolicy(config, servers=self._servers)
 
     def close(self) -> None:
-        stop_all(self._servers)
-        self._servers, self._key = [], None
+        with self._lock:
+            stop_all(self._servers)
+            self._servers, self._key = [], None

@@ -127,6 +127,10 @@ class PipelineSettings(_Strict):
     baseline: str | None = Field(default=None, description="the rollout every policy is compared with")
     dvc_file: Path | None = Field(default=None, description="the profile's DVC pipeline (None: "
                                   "pipelines/<profile>/dvc.yaml); one file per profile, each with its own lock")
+    side_by_side: bool = Field(
+        default=False, description="run consecutive collections that play one model on the run's shared vLLM engine "
+        "at once (sft_test, sft_valid and sft_train after SFT): each collection's last episodes leave the engine "
+        "idle that the next one's first would fill; their stages' wall times then overlap")
     release_engine_for_training: bool = Field(
         default=False, description="stop the run's vLLM engine before each training stage, so that training has its "
         "memory (weights, KV cache); the next collection pays a restart (about a minute on a CPU)")

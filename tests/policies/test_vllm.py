@@ -96,6 +96,8 @@ FAKE_SERVER = textwrap.dedent('''
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["content-length"])) or b"null")
             note(self.path, body)
+            if mode == "slow":  # a completion takes as long as a small model's on a CPU, so collections overlap
+                time.sleep(0.2)
             if self.path != "/v1/completions":
                 return self.reply(200, {"results": [None]})
             prompt = body["prompt"]

@@ -78,6 +78,12 @@ class StageKind:
         """The profile keys DVC lists as the stage's params (those the profile file leaves out are dropped)."""
         return list(self.sections)
 
+    def shared_engine(self, plan: Plan, stage: Stage) -> str | None:
+        """What the stage asks of the run's shared vLLM engine (its settings and checkpoint, as a key), or None
+        where it does not play on it. Consecutive stages with one key that need none of each other may run side
+        by side on the engine (`pipeline.side_by_side`)."""
+        return None
+
     def outs(self, plan: Plan, stage: Stage) -> tuple[Path, ...]:
         """What DVC versions of the stage's output: none for a stage that writes no data."""
         return stage.outputs

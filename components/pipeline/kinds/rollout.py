@@ -3,14 +3,24 @@ suite's tasks by its policy; it runs after the training stage whose merged model
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.common.paths import PROJECT_ROOT
 from components.pipeline.digest import model_folder
 from components.pipeline.kinds import StageKind, stage_kind
 from components.pipeline.plan import SUITE, Plan, Stage
+
+if TYPE_CHECKING:
+    from components.rollout.runner import CollectionConfig
+
+
+def plays_on_shared_engine(config: CollectionConfig) -> bool:
+    """Whether a collection plays on the run's one vLLM server (components/policies/engines.py): Ray's actors and
+    attached servers (`base_url`) build their own."""
+    return config.policy.backend == "vllm" and not config.ray_address and not config.policy.options.get("base_url")
 
 
 def _round(name: str) -> int:
@@ -40,6 +50,12 @@ class Rollout(StageKind):
         model = policy.options.get("model")
         folder = model_folder(model, PROJECT_ROOT) if policy.backend in ("hf", "vllm") and isinstance(model, str) else None
         return (folder,) if folder is not None else ()
+
+    def shared_engine(self, plan: Plan, stage: Stage) -> str | None:
+        config = plan.cfg.collection(stage.name)
+        if not plays_on_shared_engine(config):
+            return None
+        return json.dumps(config.policy.options, sort_keys=True, default=str)
 
     def params(self, plan: Plan, stage: Stage) -> list[str]:
         # a round's rollouts are made from pipeline.self_improve; every collection takes the profile's env and sandbox
