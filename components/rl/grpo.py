@@ -267,18 +267,25 @@ def build_trainer(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPO
         # read by TRL only while engines generate (attach_engines): the sampler/trainer ratio (components.rl.engine_weights)
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=settings.importance_sampling,
         vllm_importance_sampling_clip_max=settings.importance_sampling_cap, **precision_flags(settings.precision),
-        model_init_kwargs=frozen_base_kwargs(settings.lora, settings.precision) or None)
+        model_init_kwargs=_frozen_base(settings) or None)
     init = resolve_model(base_model)
     trainer = (shared_prompt_trainer() if settings.shared_prompt else GRPOTrainer)(
         model=str(init), reward_funcs=[episode_reward, *extra_rewards], args=args,
         train_dataset=Dataset.from_list([{"prompt": item.task_id} for item in gym.items]), processing_class=tokenizer,
         peft_config=lora_config(settings.lora, model=init) if settings.lora.enabled else None, rollout_func=rollout,
         callbacks=list(callbacks))
-    if frozen_base_kwargs(settings.lora, settings.precision):
+    if _frozen_base(settings):
         adapters_take_autocast_inputs(trainer.model)
     if settings.generation == "vllm":
         rollout.engine = attach_engines(trainer, settings.vllm, Path(init), out)
     return trainer
+
+
+def _frozen_base(settings: GRPOKnobs) -> dict[str, str]:
+    """The frozen base's dtype (training.models.frozen_base_kwargs). Generating on vLLM engines keeps it as saved:
+    the engines load the trainer's merged weights each step in the checkpoint's dtype, and the sampler/trainer gap
+    the importance weights correct was measured (and is tested) against a float32 base."""
+    return {} if settings.generation == "vllm" else frozen_base_kwargs(settings.lora, settings.precision)
 
 
 def run_grpo(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPOKnobs | None = None,
