@@ -230,6 +230,8 @@ def _begin(plan: Plan, state: PipelineState, stage: Stage, keys: dict[str, str],
     say(f"[{stage.name}] {doing} (stage {todo.index(stage.name) + 1} of {len(todo)}{last})")
     state.start(stage.name, key)
     return key, done, time.time()
+
+
 def _end(plan: Plan, state: PipelineState, stage: Stage, key: str, done: str, t0: float, result: dict[str, Any],
          report: dict[str, Any], parent: Any) -> None:
     """Record a stage that ran: its state, the run's report, the parent run's metrics, the UI's artifact."""

@@ -274,8 +274,7 @@ def build_trainer(gym: Gym, base_model: str, out_dir: Path | str, settings: GRPO
         train_dataset=Dataset.from_list([{"prompt": item.task_id} for item in gym.items]), processing_class=tokenizer,
         peft_config=lora_config(settings.lora, model=init) if settings.lora.enabled else None, rollout_func=rollout,
         callbacks=list(callbacks))
-    if _frozen_base(settings):
-        adapters_take_autocast_inputs(trainer.model)
+    adapters_take_autocast_inputs(trainer.model)
     if settings.generation == "vllm":
         rollout.engine = attach_engines(trainer, settings.vllm, Path(init), out)
     return trainer

@@ -54,12 +54,16 @@ def frozen_base_kwargs(lora: LoraSettings, precision: str) -> dict[str, str]:
 
 
 def adapters_take_autocast_inputs(model: Any) -> int:
-    """Stop PEFT casting each adapter's input to the adapter's float32 before autocast casts it back to bf16 for the
-    product: two copies of every adapted module's input, forward and backward, for the same result. Only for a
-    model whose every forward runs under autocast (a trainer's, bf16); returns the adapted modules changed."""
+    """Where the frozen base is bf16 (`frozen_base_kwargs`: loaded so only for a run under bf16 autocast), stop
+    PEFT casting each adapter's input to the adapter's float32 before autocast casts it back to bf16 for the
+    product: two copies of every adapted module's input, forward and backward, for the same result. A float32 base
+    is left as it is. Returns the adapted modules changed."""
+    import torch
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    if not any(p.dtype == torch.bfloat16 for m in layers for p in m.get_base_layer().parameters()):
+        return 0
     for m in layers:
         m.cast_input_dtype_enabled = False
     return len(layers)

@@ -141,14 +141,8 @@ def sft_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     trainer = SFTTrainer(model=str(resolve_model(job.base_model)), args=args, train_dataset=data,
                          processing_class=tokenizer, peft_config=_peft(job), callbacks=callbacks)
     native_head.use_cpu_head(trainer, ("log_probs", "entropy", "is_top1"))  # the fields SFTTrainer reads
-    _autocast_adapters(trainer, s)
+    adapters_take_autocast_inputs(trainer.model)
     return trainer
-
-
-def _autocast_adapters(trainer: Any, s: SFTSettings | VerifierSettings | DPOSettings) -> None:
-    """A bf16 base's adapters take their inputs as autocast gives them (models.adapters_take_autocast_inputs)."""
-    if frozen_base_kwargs(s.lora, s.schedule.precision):
-        adapters_take_autocast_inputs(trainer.model)
 
 
 # ---------------------------------------------------------------------- DPO
@@ -174,7 +168,7 @@ def dpo_trainer(job: TrainJob, rows: list[dict[str, Any]], callbacks: list[Any])
     # the fields DPOTrainer reads (log_sum_sq_probs: WPO's weights)
     fields = ("log_probs", "entropy", "mean_logits", "is_top1") + (("log_sum_sq_probs",) if trainer.use_weighting else ())
     native_head.use_cpu_head(trainer, fields, pairs=True)
-    _autocast_adapters(trainer, s)
+    adapters_take_autocast_inputs(trainer.model)
     return trainer
 
 
