@@ -16,6 +16,7 @@ from components.common.paths import PROJECT_ROOT
 from components.profile.config import PipelineConfig, SandboxConfig, as_config
 from components.sandbox.protocol import Limits, Sandbox
 from components.tasks import suite as suite_mod
+from components.tasks.generators import generators_for
 from components.tasks.importers.medagentgym import ImportOptions, ImportReport, import_release
 from components.tasks.validation import ValidationReport, validate_tasks
 from components.tracking.tracker import MlflowTracker
@@ -60,7 +61,8 @@ def build_task(cfg: PipelineConfig, suite: str, out_dir: Path) -> suite_mod.Buil
     bar, progress = _progress()
     with bar:
         return suite_mod.build_suite(out_dir, cfg.data.suites[suite], cfg.data.seed, suite_sandbox_opener(cfg.sandbox),
-                                     chunk=cfg.data.confirm_chunk, workers=cfg.data.confirm_workers, progress=progress)
+                                     chunk=cfg.data.confirm_chunk, workers=cfg.data.confirm_workers,
+                                     generators=generators_for(cfg.data.categories), progress=progress)
 
 
 @task(cache_policy=NO_CACHE)

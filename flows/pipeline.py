@@ -41,6 +41,7 @@ from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, environment_tags, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, forget_code, output_digests, stage_key
 from components.policies.engines import VLLMServers
+from components.policies.vllm import VLLMPolicyConfig
 from components.policies.protocol import PolicyRefusal
 from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
@@ -187,6 +188,8 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
                 only: list[str] | None, force: bool, parent: Any, engines: VLLMServers) -> None:
     todo = [s.name for s in plan.stages if not only or s.name in only]
     runners = {s.name: runner(s.kind) for s in plan.stages if s.name in todo}  # a wrong name stops the run here
+    if (ahead := engine_ahead(plan, cfg, state, todo, force)) is not None:
+        engines.prestart(ahead)
     for wave in plan.waves(plan.names):
         # every stage's key, those `only` leaves out too: a later stage's key holds its upstream keys
         for stage in wave:
@@ -199,6 +202,26 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
                  report, parent)
         elif started:
             _run_side_by_side(plan, cfg, state, started, runners, report, parent, engines)
+
+
+def engine_ahead(plan: Plan, cfg: PipelineConfig, state: PipelineState, todo: list[str],
+                 force: bool) -> VLLMPolicyConfig | None:
+    """The engine settings of the first collection this run will play on its shared engine, where only the suite
+    and other collections come before it: started at once, the engine's start (mostly single-threaded imports)
+    overlaps those stages instead of following them. None where a training stage (which may take the engine's
+    memory) or any other kind comes first, or where every such collection still holds (a run with nothing new
+    starts no engine)."""
+    keys: dict[str, str] = {}
+    for stage in plan.stages:
+        keys[stage.name] = stage_key(plan, stage, keys, PROJECT_ROOT)
+        if stage.name not in todo:
+            continue
+        if stage.kind not in ("suite", "rollout"):
+            return None
+        if stage.kind == "rollout" and plays_on_shared_engine(config := cfg.collection(stage.name)):
+            if force or decide(plan, state, stage, keys, PROJECT_ROOT) != "cached":
+                return config.policy.backend_config()  # type: ignore[return-value]
+    return None
 
 
 def _bound(runners: dict[str, Runner], plan: Plan, cfg: PipelineConfig, stage: Stage,
@@ -317,6 +340,8 @@ def run_train(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServer
 
 
 def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMServers | None = None) -> dict[str, Any]:
+    if engines is not None:  # scoring reads episodes, not the engine: the verifier's model gets its memory
+        engines.close()
     verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
     board = leaderboard_flow.fn(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
                              verifier=str(verifier) if verifier else None, name="leaderboard")

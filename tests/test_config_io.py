@@ -55,3 +55,12 @@ def test_task_file_errors_name_file_line_and_field(tmp_path):
     path.write_text(json.dumps({**good, "answer": ""}) + "\n")
     with pytest.raises(RecordError, match=r"line 1, field 'answer'"):
         load_tasks(path)
+
+
+def test_a_suite_that_leaves_out_a_played_category_is_refused_where_the_profile_loads(tmp_path):
+    demo = load_config("demo")
+    assert demo.data.categories == demo.focus  # the demo builds what it plays
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile: x\nfocus: [calc_anion_gap, bioinfo_hamming]\ndata:\n  categories: [calc_anion_gap]\n")
+    with pytest.raises(RecordError, match=r"focus plays \['bioinfo_hamming'\], which data.categories leaves out"):
+        load_config(bad)

@@ -165,9 +165,9 @@ def _tasks(plan: Plan, name: str, counts: Counter[tuple[str, str]] | None, a: As
         if c.split is not None and c.split not in per_split:
             raise CostError(f"{plan.cfg.source}: rollouts.{name} plays split {c.split!r}, which the generated suite "
                             f"does not make ({', '.join(per_split)})")
-        from components.tasks.generators import all_generators
+        from components.tasks.generators import generators_for
 
-        categories = len(c.categories) if c.categories is not None else len(all_generators())
+        categories = len(c.categories) if c.categories is not None else len(generators_for(data.categories))
         n = categories * (per_split[c.split] if c.split is not None else sum(per_split.values()))
     else:
         known = a.datasets.get(data.source, {})

@@ -249,7 +249,8 @@ class VLLMServer:
                     raise VLLMError(f"vLLM was not healthy after {self.config.start_timeout_s:.0f}s; log "
                                     f"{self.log_path}:\n{self.log_tail()}")
                 time.sleep(delay)
-                delay = min(delay * 1.5, 2.0)
+                # a restart is ready in seconds on a CPU: a longer wait would be felt on every one
+                delay = min(delay * 1.5, 0.5)
 
     def stop(self) -> None:
         """Terminate the whole process group; returns once none of it is left. Safe to call twice."""

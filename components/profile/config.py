@@ -43,6 +43,8 @@ class DataConfig(_Strict):
             "full": SuiteSize(train_per_category=1000, test_per_category=200),
         }
     )
+    categories: list[str] | None = Field(default=None, description="the categories the generated suite holds (None: "
+                                         "every generator's); a profile that plays a few builds and confirms only those")
     confirm_chunk: int = Field(default=200, gt=0, description="tasks whose reference code shares one sandbox run")
     confirm_workers: int = Field(default=2, gt=0)
 
@@ -159,6 +161,18 @@ class PipelineConfig(_Strict):
     diag: DiagSettings | None = None
     # the YAML file it was loaded from, so that an error can name it (None: a profile built in code)
     _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _focus_in_suite(self) -> PipelineConfig:
+        built = self.data.categories
+        if built is not None and self.data.source == "generate":
+            played = {"focus": self.focus or []} | {f"rollouts.{n}.categories": r.categories or []
+                                                    for n, r in self.rollouts.items()}
+            for where, cats in played.items():
+                missing = [c for c in cats if c not in built]
+                if missing:
+                    raise ValueError(f"{where} plays {missing}, which data.categories leaves out of the suite")
+        return self
 
     @model_validator(mode="after")
     def _grpo_engines(self) -> PipelineConfig:

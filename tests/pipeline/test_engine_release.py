@@ -49,3 +49,19 @@ def test_a_training_stage_stops_the_runs_engine_only_where_the_profile_says(fake
                                                                            tokenizer=SMOLLM2)))
         assert engines.starts == (2 if release else 1)  # released: the next collection starts the engine again
         again.close()
+
+
+def test_evaluation_stops_the_runs_engine_before_it_scores(fake: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+    """Scoring reads the episodes on disk; the verifier's model, not an idle engine, gets the memory."""
+    from flows.pipeline import run_evaluate
+
+    plan = _plan(tmp_path, release=False)
+    with VLLMServers() as engines:
+        policy = engines.policy(VLLMPolicyConfig.model_validate(fake_config(fake, model=str(fake["a"]),
+                                                                            tokenizer=SMOLLM2)))
+        policy.close()
+        server = policy.server
+        assert server is not None and server.running()
+        with pytest.raises(FileNotFoundError, match="no episodes of rollout"):  # it stops after the release
+            run_evaluate(plan, plan.cfg, plan["evaluate"], engines)
+        assert not server.running()

@@ -1,6 +1,7 @@
 """Collections that play one model on the run's shared vLLM engine run side by side (`pipeline.side_by_side`):
 the demo's waves, and a real pipeline run (the CLI, a temporary Prefect server, the real launcher against the fake
-`vllm` package of tests/policies/test_vllm.py) whose two collections overlap in time on one engine start."""
+`vllm` package of tests/policies/test_vllm.py) whose two collections overlap in time on one engine start, begun
+ahead of them while the suite is built."""
 
 from __future__ import annotations
 
@@ -58,6 +59,10 @@ def test_two_collections_of_one_model_overlap_on_one_engine(tmp_path: Path, fake
     spans = {s: (r["started_at"], r["started_at"] + r["wall_s"]) for s, r in records.items()}
     assert spans["one"][0] < spans["two"][1] and spans["two"][0] < spans["one"][1], spans  # at once
     assert len(recorded(fake, "pid")) == 1  # one engine served both
+    # started ahead of the first collection (flows.pipeline.engine_ahead): its start overlapped the suite's build
+    suite = json.loads((tmp_path / "state" / "smoke" / "suite.json").read_text())
+    [engine_started] = recorded(fake, "started")
+    assert engine_started < suite["started_at"] + suite["wall_s"] < records["one"]["started_at"]
     prompts = recorded(fake, "/v1/completions")
     assert len(prompts) >= records["one"]["result"]["episodes"] + records["two"]["result"]["episodes"]
     for name in ("one", "two"):  # each collection's episodes in its own folder

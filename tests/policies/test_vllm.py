@@ -52,6 +52,7 @@ FAKE_SERVER = textwrap.dedent('''
             fh.write(json.dumps({"kind": kind, "value": value}) + "\\n")
 
     note("pid", os.getpid())
+    note("started", time.time())
     note("argv", sys.argv[1:])
     note("env", {k: os.environ.get(k) for k in ("VLLM_NO_USAGE_STATS", "DO_NOT_TRACK", "HF_HUB_OFFLINE",
                                                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_SERVER_DEV_MODE")})

@@ -112,3 +112,13 @@ def test_build_resumes_from_confirmed_categories(tmp_path, generators):
                 progress=Progress(on_category=lambda c, n: confirmed.append(c)))
     assert len(confirmed) == len(generators) - 1  # the saved category was not confirmed again
     assert len(load_tasks(out / "tasks.jsonl")) == len(generators) * 3
+
+
+def test_a_suite_of_some_categories_takes_their_generators_and_refuses_an_unknown_one():
+    from components.tasks.generators import all_generators, generators_for
+
+    assert [g.category for g in generators_for(None)] == [g.category for g in all_generators()]
+    picked = generators_for(["bioinfo_hamming", "calc_anion_gap"])
+    assert [g.category for g in picked] == ["bioinfo_hamming", "calc_anion_gap"]
+    with pytest.raises(ValueError, match=r"no task generator for categories \['calc_nonesuch'\]"):
+        generators_for(["calc_anion_gap", "calc_nonesuch"])

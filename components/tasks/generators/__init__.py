@@ -28,4 +28,16 @@ def all_generators() -> list[Generator]:
     return gens
 
 
-__all__ = ["GenContext", "Generator", "all_generators", "task_id"]
+def generators_for(categories: list[str] | None) -> list[Generator]:
+    """The generators of these categories, in their order (None: every one); an unknown name is refused."""
+    gens = all_generators()
+    if categories is None:
+        return gens
+    by_name = {g.category: g for g in gens}
+    unknown = [c for c in categories if c not in by_name]
+    if unknown:
+        raise ValueError(f"no task generator for categories {unknown} (known: {', '.join(sorted(by_name))})")
+    return [by_name[c] for c in categories]
+
+
+__all__ = ["GenContext", "Generator", "all_generators", "generators_for", "task_id"]
