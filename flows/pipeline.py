@@ -41,8 +41,8 @@ from components.pipeline.plan import Plan, PlanError, Stage, build_plan
 from components.pipeline.provenance import config_params, dvc_versions, environment_tags, provenance_tags
 from components.pipeline.state import PipelineState, clear_outputs, decide, forget_code, output_digests, stage_key
 from components.policies.engines import VLLMServers
-from components.policies.vllm import VLLMPolicyConfig
 from components.policies.protocol import PolicyRefusal
+from components.policies.vllm import VLLMPolicyConfig
 from components.profile.config import PipelineConfig, load_config
 from components.registry import Candidate, Selection, select, unselected, valid_figure
 from components.tracking.tracker import MlflowTracker
@@ -218,9 +218,9 @@ def engine_ahead(plan: Plan, cfg: PipelineConfig, state: PipelineState, todo: li
             continue
         if stage.kind not in ("suite", "rollout"):
             return None
-        if stage.kind == "rollout" and plays_on_shared_engine(config := cfg.collection(stage.name)):
-            if force or decide(plan, state, stage, keys, PROJECT_ROOT) != "cached":
-                return config.policy.backend_config()  # type: ignore[return-value]
+        if (stage.kind == "rollout" and plays_on_shared_engine(config := cfg.collection(stage.name))
+                and (force or decide(plan, state, stage, keys, PROJECT_ROOT) != "cached")):
+            return config.policy.backend_config()  # type: ignore[return-value]
     return None
 
 
