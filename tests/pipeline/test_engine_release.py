@@ -29,6 +29,14 @@ def _plan(tmp_path: Path, release: bool) -> Any:
     return load_plan(str(path))
 
 
+def _serving(engines: VLLMServers, fake: dict[str, Any]) -> Any:  # noqa: F811
+    """A collection's policy on the run's engines, handed back as a collection does: its server, running."""
+    policy = engines.policy(VLLMPolicyConfig.model_validate(fake_config(fake, model=str(fake["a"]), tokenizer=SMOLLM2)))
+    policy.close()
+    assert policy.server is not None and policy.server.running()
+    return policy.server
+
+
 @pytest.mark.parametrize("release", [True, False])
 def test_a_training_stage_stops_the_runs_engine_only_where_the_profile_says(fake: dict[str, Any], tmp_path: Path,  # noqa: F811
                                                                              release: bool) -> None:
@@ -37,18 +45,12 @@ def test_a_training_stage_stops_the_runs_engine_only_where_the_profile_says(fake
     plan = _plan(tmp_path, release)
     stage = next(s for s in plan.stages if s.name == "sft")
     with VLLMServers() as engines:
-        policy = engines.policy(VLLMPolicyConfig.model_validate(fake_config(fake, model=str(fake["a"]),
-                                                                            tokenizer=SMOLLM2)))
-        policy.close()
-        server = policy.server
-        assert server is not None and server.running()
+        server = _serving(engines, fake)
         with pytest.raises(FileNotFoundError, match="no episodes of rollout"):  # nothing to train on: the stage stops early
             run_train(plan, plan.cfg, stage, engines)
         assert server.running() is not release
-        again = engines.policy(VLLMPolicyConfig.model_validate(fake_config(fake, model=str(fake["a"]),
-                                                                           tokenizer=SMOLLM2)))
+        _serving(engines, fake)
         assert engines.starts == (2 if release else 1)  # released: the next collection starts the engine again
-        again.close()
 
 
 def test_evaluation_stops_the_runs_engine_before_it_scores(fake: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
@@ -57,11 +59,7 @@ def test_evaluation_stops_the_runs_engine_before_it_scores(fake: dict[str, Any],
 
     plan = _plan(tmp_path, release=False)
     with VLLMServers() as engines:
-        policy = engines.policy(VLLMPolicyConfig.model_validate(fake_config(fake, model=str(fake["a"]),
-                                                                            tokenizer=SMOLLM2)))
-        policy.close()
-        server = policy.server
-        assert server is not None and server.running()
+        server = _serving(engines, fake)
         with pytest.raises(FileNotFoundError, match="no episodes of rollout"):  # it stops after the release
             run_evaluate(plan, plan.cfg, plan["evaluate"], engines)
         assert not server.running()
