@@ -206,21 +206,22 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
 
 def engine_ahead(plan: Plan, cfg: PipelineConfig, state: PipelineState, todo: list[str],
                  force: bool) -> VLLMPolicyConfig | None:
-    """The engine settings of the first collection this run will play on its shared engine, where only the suite
-    and other collections come before it: started at once, the engine's start (mostly single-threaded imports)
-    overlaps those stages instead of following them. None where a training stage (which may take the engine's
-    memory) or any other kind comes first, or where every such collection still holds (a run with nothing new
-    starts no engine)."""
+    """The engine settings of the first collection this run will play on its shared engine, where only stages that
+    keep the engine up (StageKind.keeps_engine: the suite, other collections) come before it: started at once, the
+    engine's start (mostly single-threaded imports) overlaps those stages instead of following them. None where
+    another kind comes first (a training stage may take the engine's memory), or where every such collection still
+    holds (a run with nothing new starts no engine)."""
     keys: dict[str, str] = {}
     for stage in plan.stages:
         keys[stage.name] = stage_key(plan, stage, keys, PROJECT_ROOT)
         if stage.name not in todo:
             continue
-        if stage.kind not in ("suite", "rollout"):
+        kind = kind_of(stage.kind)
+        if not kind.keeps_engine:
             return None
-        if (stage.kind == "rollout" and plays_on_shared_engine(config := cfg.collection(stage.name))
+        if (kind.shared_engine(plan, stage) is not None
                 and (force or decide(plan, state, stage, keys, PROJECT_ROOT) != "cached")):
-            return config.policy.backend_config()  # type: ignore[return-value]
+            return cfg.collection(stage.name).policy.backend_config()  # type: ignore[return-value]
     return None
 
 

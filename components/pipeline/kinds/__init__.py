@@ -48,6 +48,9 @@ class StageKind:
     metrics: ClassVar[bool] = False  # it writes the profile's headline figures (dvc.metrics_path)
     plots: ClassVar[tuple[str, ...]] = ()  # figures in its first DVC out
     retries: ClassVar[int] = 0  # times the pipeline runs a failed stage again at once: only where a rerun resumes
+    # the run's vLLM engine may stay up through it (a training stage may take its memory, evaluation does): an
+    # engine for a later collection can start before it
+    keeps_engine: ClassVar[bool] = False
 
     def stages(self, plan: Plan) -> list[Stage]:
         """This kind's stages of `plan.cfg` (the profile with its self-improvement rounds expanded); a `last` kind

@@ -31,6 +31,7 @@ def _round(name: str) -> int:
 @stage_kind
 class Rollout(StageKind):
     name, rank, runner = "rollout", 20, "flows.pipeline.run_rollout"
+    keeps_engine = True
     retries = 1  # a rerun skips the finished episodes (a vLLM server's hiccup costs what was in flight)
     entries = ("components.rollout.collect", "components.envs.episode", "components.policies.protocol")
 

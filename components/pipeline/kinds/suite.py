@@ -14,6 +14,7 @@ from components.pipeline.plan import SUITE, Plan, Stage
 @stage_kind
 class Suite(StageKind):
     name, rank, runner = "suite", 10, "flows.pipeline.run_suite"
+    keeps_engine = True
     entries = ("components.tasks.suite", "components.tasks.importers.medagentgym", "components.tasks.validation",
                "components.tasks.record", "components.sandbox.factory", "components.sandbox.protocol",
                "components.sandbox.warm", "components.envs.solvability")
