@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo environments diag-demo test test-fast setup vllm vllm-gpu gpu-wheels lint bench clean
 
 # infra/install_packages.py installs with uv from the sources pip is configured with (pip where they do not
-# translate): the project's packages took 31 s with pip, 13 s with uv on a cold cache, resolved to the same versions.
+# translate): the project's packages took 63 s with pip, 10 s with uv on a cold cache, the same versions (bench/install.py).
 # No bytecode is compiled at install time (53k modules); infra/warm_imports.py then compiles what the demo's
 # processes import, beside the embedded model's conversion (one core each): where PYTHONDONTWRITEBYTECODE is set,
 # Python keeps no bytecode of its own, and a training child imported in 13.5 s without it, 5.8 s with

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "infra" / "install_packages.py"
+UV = re.search(r'^UV = "([^"]+)"', SCRIPT.read_text(), re.M).group(1)  # the uv the installer installs
 
 
 def makefile_installs() -> list[list[str]]:
@@ -50,7 +52,7 @@ def run(installer: str, installs: list[list[str]], work: Path, uv_cache: Path, p
     py = venv / "bin" / "python"
     env = {**os.environ, "MEDGYM_INSTALLER": "pip" if installer == "pip" else "uv", "UV_CACHE_DIR": str(uv_cache)}
     if installer != "pip":  # uv itself comes first, from pip: not part of what is compared
-        subprocess.run([str(py), "-m", "pip", "install", "--quiet", "uv==0.13.9"], check=True, env=env)
+        subprocess.run([str(py), "-m", "pip", "install", "--quiet", UV], check=True, env=env)
     started = time.perf_counter()
     for args in installs:
         subprocess.run([str(py), str(SCRIPT), *args], check=True, env=env, cwd=ROOT)
@@ -75,7 +77,8 @@ def main() -> None:
                 t_uv, uv_set = run("uv", installs, work, cache, python)
                 same = "same versions" if uv_set == pip_set else f"differs: {sorted(uv_set ^ pip_set)[:6]}"
                 print(f"  {label:<24} {t_uv:7.1f} s   {t_pip / t_uv:4.2f}x faster   {same}")
-            subprocess.run(["rm", "-rf", str(cache), *map(str, work.glob("venv-*"))], check=True)
+            for path in [cache, *work.glob("venv-*")]:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ at a time; uv does the same installs (the same versions: both resolve against th
 constraints) in a fraction of the time. But uv does not read pip's configuration, and package sources are the
 machine's to configure, never this repository's. So this reads pip's effective configuration (`pip config list`:
 its files and PIP_* variables, later sources overriding earlier ones) and hands each setting to uv as the option
-that means the same (`PIP_TO_UV`). A setting with no uv equivalent that could change what gets installed makes it
-install with pip instead, and say why; so does a missing uv (it is installed first, with pip, from those same
-sources) or MEDGYM_INSTALLER=pip. Bytecode is never compiled at install time (pip's --no-compile, uv's default):
-Python compiles what a run imports on first import, and keeps it.
+that means the same (FLAGS, SWITCHES, ENV). A setting it does not translate makes it install with pip instead, and
+say why; so does a uv it cannot install (uv itself comes from pip, from those same sources) or MEDGYM_INSTALLER=pip.
+No bytecode is compiled at install time (pip's --no-compile, uv's default): infra/warm_imports.py compiles what
+the demo's processes import, a few thousand of the 53k modules.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def uv_options(settings: Mapping[str, str]) -> UvOptions:
     return out
 
 
-def _pip(python: str, args: Sequence[str], quiet: bool = True) -> list[str]:
-    return [python, "-m", "pip", "install", *(["--quiet"] if quiet else []), "--no-compile", *args]
+def _pip(python: str, args: Sequence[str]) -> list[str]:
+    return [python, "-m", "pip", "install", "--quiet", "--no-compile", *args]
 
 
 def plan(python: str, args: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str], str]:

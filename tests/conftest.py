@@ -1,11 +1,25 @@
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script(path: Path) -> ModuleType:
+    """A standalone script (infra/*.py: no package, run by whichever venv's python) as a module; registered in
+    sys.modules under its file name, where its dataclasses look their module up."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 SAMPLE = ROOT.parent / "shared" / "medagentgym-sample"
 
 os.environ.setdefault("PREFECT_HOME", str(ROOT / ".state" / "prefect-tests"))

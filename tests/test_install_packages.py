@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,13 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 SCRIPT = ROOT / "infra" / "install_packages.py"
-_spec = importlib.util.spec_from_file_location("install_packages", SCRIPT)
-install_packages = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = install_packages  # its dataclasses look their module up
-_spec.loader.exec_module(install_packages)
+install_packages = load_script(SCRIPT)
 
 
 def test_pip_settings_apply_pips_order_and_leave_other_commands_out():

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 SCRIPT = ROOT / "infra" / "warm_imports.py"
 
@@ -35,9 +35,7 @@ def test_only_a_required_module_that_does_not_import_fails():
 
 
 def test_bytecode_is_written_for_loaded_modules_under_the_prefix_only(tmp_path: Path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("warm_imports", SCRIPT)
-    warm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(warm)
+    warm = load_script(SCRIPT)
     inside, outside = tmp_path / "env", tmp_path / "tree"
     for folder, name in ((inside, "medgym_warm_probe_in"), (outside, "medgym_warm_probe_out")):
         folder.mkdir()

@@ -56,12 +56,11 @@ class VLLMServers:
             self._serve(config)
             return VLLMPolicy(config, servers=self._servers)
 
-    def prestart(self, config: VLLMPolicyConfig) -> threading.Thread | None:
-        """Start engines for `config` in a background thread and return it (None for an attached policy); a
-        policy() or close() meanwhile waits for that start. A start that fails is logged, and the next policy()
-        tries again and raises."""
+    def prestart(self, config: VLLMPolicyConfig) -> None:
+        """Start engines for `config` in a background thread (none for an attached policy); a policy() or close()
+        meanwhile waits for that start. A start that fails is logged, and the next policy() tries again and raises."""
         if config.base_url is not None:
-            return None
+            return
 
         def start() -> None:
             with self._lock:
@@ -70,9 +69,7 @@ class VLLMServers:
                 except Exception as exc:  # noqa: BLE001 (the caller's own policy() call starts again and says why)
                     log.warning("vLLM engines for %s did not start ahead of their collection: %s", config.model, exc)
 
-        thread = threading.Thread(target=start, name="vllm-prestart", daemon=True)
-        thread.start()
-        return thread
+        threading.Thread(target=start, name="vllm-prestart", daemon=True).start()
 
     def _serve(self, config: VLLMPolicyConfig) -> None:
         settings = {k: getattr(config, k) for k in _PER_RUN}

