@@ -11,6 +11,12 @@ in a one-process CPU run with PyTorch's own kernels (components.training.native_
 float rounding (tests/rl/test_shared_prompt.py), for the loss, the reference pass and the old
 log-probs alike.
 
+A multi-turn episode's completion holds the environment's replies between the agent's turns (TRL's `tool_mask` 0).
+The loss reads them nowhere: every use of the log-probs and entropies is multiplied by completion_mask × tool_mask.
+So in the loss's forward only the agent's positions meet the LM head, and the others score 0, as padding does. In
+DiagGym's episodes most completion positions are the environment's, and the head over the vocabulary, forward and
+backward, was about a third of a CPU step.
+
 The gain needs a group's episodes in the same micro-batch: TRL shuffles a generation batch before splitting it,
 which changes nothing where one generation batch feeds one optimizer step (the gradient is summed over its
 micro-batches whatever their order), as in components.rl.grpo, so there the batch is kept in order. Gradient
@@ -57,6 +63,8 @@ def trainer_class() -> type:
     from trl import GRPOTrainer
 
     class SharedPromptGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
+        _agent_mask: Any = None  # the loss's tool_mask while its forward runs
+
         def _one_step_per_generation(self) -> bool:
             return (self.args.steps_per_generation == self.args.gradient_accumulation_steps
                     and self.num_iterations == 1)
@@ -64,6 +72,13 @@ def trainer_class() -> type:
         def _prepare_inputs(self, generation_batch: Any) -> Any:
             with _in_order() if self._one_step_per_generation() else contextlib.nullcontext():
                 return super()._prepare_inputs(generation_batch)
+
+        def _compute_loss(self, model: Any, inputs: Any) -> Any:
+            self._agent_mask = inputs.get("tool_mask")  # what the loss reads: its forward scores those alone
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._agent_mask = None
 
         def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
                                                logits_to_keep: int, batch_size: int | None = None,
@@ -75,8 +90,10 @@ def trainer_class() -> type:
                     **extra)
             batch_size = batch_size or input_ids.size(0)
             native = self._native_head(model)
+            agent = self._agent_mask
             chunks = [self._shared(model, input_ids[start:start + batch_size], attention_mask[start:start + batch_size],
-                                   logits_to_keep, native, compute_entropy)
+                                   logits_to_keep, native, compute_entropy,
+                                   None if agent is None else agent[start:start + batch_size])
                       for start in range(0, input_ids.size(0), batch_size)]
             logps = torch.cat([lp for lp, _ in chunks])
             return logps, torch.cat([ent for _, ent in chunks]) if compute_entropy else None, None
@@ -91,8 +108,9 @@ def trainer_class() -> type:
             return causal.base_model, causal.get_output_embeddings()
 
         def _shared(self, model: Any, input_ids: Any, attention_mask: Any, keep: int, native: tuple[Any, Any] | None,
-                    entropy: bool) -> tuple[Any, Any]:
+                    entropy: bool, agent: Any = None) -> tuple[Any, Any]:
             completion, completion_mask = input_ids[:, -keep:], attention_mask[:, -keep:]
+            scored = completion_mask if agent is None else completion_mask * agent  # the positions the head scores
             groups = prompt_groups(input_ids[:, :-keep], attention_mask[:, :-keep])
             logps, entropies, order = [], [], []
             for prompt, rows in groups.items():
@@ -110,8 +128,9 @@ def trainer_class() -> type:
                     seen = torch.cat([torch.ones(n, len(prompt), dtype=completion_mask.dtype, device=device),
                                       completion_mask[rows, :width]], dim=1)
                     if native is None:
-                        labels = rest.masked_fill(seen[:, -rest.size(1):] == 0, -100)
-                        labels[:, 0] = -100
+                        labels = torch.cat([torch.full_like(rest[:, :1], -100),
+                                            completion[rows, :width].masked_fill(scored[rows, :width] == 0, -100)],
+                                           dim=1)
                         out = model(input_ids=rest, attention_mask=seen, past_key_values=cache, labels=labels,
                                     fused_lm_head=True)
                         lp, ent = out.log_probs, out.entropy
@@ -119,7 +138,7 @@ def trainer_class() -> type:
                         backbone, head = native
                         hidden = backbone(input_ids=rest, attention_mask=seen, past_key_values=cache,
                                           use_cache=False).last_hidden_state[:, :-1]
-                        fields = head_fields(hidden, head.weight, head.bias, rest[:, 1:], seen[:, -width:].bool(),
+                        fields = head_fields(hidden, head.weight, head.bias, rest[:, 1:], scored[rows, :width].bool(),
                                              self.temperature, ("log_probs", "entropy") if entropy else ("log_probs",))
                         lp, ent = fields["log_probs"], fields.get("entropy")
                 logps.append(functional.pad(lp, (0, keep - width)))
