@@ -133,10 +133,14 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
     lm = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=sampling_dtype(settings.precision))
     lm.eval()
     sampling = settings.turn_sampling()
-    cases = [c for c in train[: settings.prompts_per_step] for _ in range(settings.num_generations)]
+    # the cases GRPO trains on (its dataset), each played by one group: prompt lengths differ from case to case, and
+    # a baseline that replayed the first step's cases would time other work than GRPO's
+    played_cases = train[: settings.prompts_per_step * n_steps]
     config = DiagEnvConfig(max_turns=settings.max_turns)
 
     def rollout(step: int) -> list:  # what GRPO's rollout_func plays per step, with a policy of its own per call
+        group = played_cases[step * settings.prompts_per_step:(step + 1) * settings.prompts_per_step]
+        cases = [c for c in group for _ in range(settings.num_generations)]
         policy = HFPolicy(HFConfig(max_context=sampling.max_context, max_batch=len(cases), kv_cache_episodes=len(cases),
                                    logprobs="sampling"), model=lm, tokenizer=chat.tokenizer)
         return play_samples(policy, world, cases, [step * len(cases) + i for i in range(len(cases))], chat, sampling,
@@ -145,7 +149,8 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
     t_play, samples = timed(lambda: [rollout(step) for step in range(n_steps)])
     played = sum(sum(s.env_mask) for batch in samples for s in batch)
     base = played / t_play
-    row(f"rollout alone, {n_steps} x {len(cases)} episodes (baseline)", base, "agent tok/s", None)
+    per_step = settings.prompts_per_step * settings.num_generations
+    row(f"rollout alone, {n_steps} x {per_step} episodes (baseline)", base, "agent tok/s", None)
     engine = {"dtype": "bfloat16", "max_model_len": sampling.max_context, "cpu_kvcache_space_gib": 1,
               "extra_args": ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"]}
     for generation in generations:
@@ -157,8 +162,7 @@ def grpo_bench(model_dir: Path, train, world, tmp: Path, n_steps: int, generatio
                                             "sampler_copy": generation != "hf-trainer",
                                             "shared_prompt": generation != "hf-stock",
                                             "vllm": engine if generation == "vllm" else {}})
-        run = train_grpo(train[: settings.prompts_per_step * n_steps], world, str(model_dir), tmp / f"grpo-{generation}",
-                         knobs, config)
+        run = train_grpo(played_cases, world, str(model_dir), tmp / f"grpo-{generation}", knobs, config)
         trained = sum(e.completion_tokens or 0 for e in load_grpo_episodes(run.out_dir))
         gap = [h["sampling/sampling_logp_difference/mean"] for h in run.log_history
                if "sampling/sampling_logp_difference/mean" in h]

@@ -56,11 +56,16 @@ class SamplerCopy:
 
     def _build(self, model: Any, device: Any) -> Any:
         from transformers import AutoModelForCausalLM
+        from transformers.initialization import no_init_weights
 
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        # built on a real device, not on meta: its computed buffers (rotary frequencies) must be right; the weights'
-        # random start is overwritten next
-        plain = AutoModelForCausalLM.from_config(base.config, dtype=self.dtype).to(device)
+        # built on a real device, not on meta: its computed buffers (rotary frequencies) must be right. Its weights
+        # are left uninitialised (a random init of SmolLM2 took 1.5 s, against 0.01): `_load` overwrites every one
+        # and refuses a load that leaves one out
+        with no_init_weights():
+            plain = AutoModelForCausalLM.from_config(base.config, dtype=self.dtype)
+        plain.tie_weights()  # skipped with the init: a tied head is then one parameter, as in the trainer's model
+        plain = plain.to(device)
         plain.eval()
         return plain
 
