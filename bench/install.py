@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "infra" / "install_packages.py"
-UV = re.search(r'^UV = "([^"]+)"', SCRIPT.read_text(), re.M).group(1)  # the uv the installer installs
+UV = runpy.run_path(str(SCRIPT))["UV"]  # the uv the installer installs (its module level only defines)
 
 
 def makefile_installs() -> list[list[str]]:

@@ -105,12 +105,13 @@ def test_with_gradient_checkpointing_the_stock_forward_runs(tiny_model, tmp_path
 
 
 @pytest.mark.parametrize("head", ["native", "fused"])
-def test_the_loss_scores_the_agents_positions_alone_and_equals_the_stock_loss(tiny_model, tmp_path, head):
+def test_the_loss_scores_the_agents_positions_alone_and_equals_the_stock_loss(tiny_model, tmp_path, head,
+                                                                             monkeypatch):
     """Environment tokens in a completion (tool_mask 0) are read by no part of the loss: its forward scores the
     agent's positions only, and the loss and the adapter's gradient are the stock trainer's, which scores all."""
     from trl import GRPOTrainer
 
-    from components.training import native_head
+    import components.rl.shared_prompt as shared_prompt
 
     trainer = _trainer(tiny_model, tmp_path)
     if head == "fused":
@@ -131,7 +132,7 @@ def test_the_loss_scores_the_agents_positions_alone_and_equals_the_stock_loss(ti
               "advantages": torch.tensor([1.0, -0.5, -1.0, 0.5, 0.5]),
               "num_items_in_batch": (completion_mask * tool).sum()}
     scored = []
-    fields = native_head.head_fields
+    fields = shared_prompt.head_fields
 
     def counting(hidden, weight, bias, targets, positions, *rest):
         scored.append(int(positions.sum()))
@@ -144,13 +145,8 @@ def test_the_loss_scores_the_agents_positions_alone_and_equals_the_stock_loss(ti
         return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
     stock = run(GRPOTrainer._compute_loss)
-    import components.rl.shared_prompt as shared_prompt
-    original = shared_prompt.head_fields
-    shared_prompt.head_fields = counting
-    try:
-        shared = run(type(trainer)._compute_loss)
-    finally:
-        shared_prompt.head_fields = original
+    monkeypatch.setattr(shared_prompt, "head_fields", counting)
+    shared = run(type(trainer)._compute_loss)
     assert torch.allclose(shared[0], stock[0], atol=1e-5), (shared[0], stock[0])
     for name, grad in stock[1].items():
         assert grad.abs().sum() > 0, name
