@@ -2,12 +2,15 @@
 local threads and Ray actors, in one run; the scaling from 1 to 2 workers, and the framework's own cost per
 step beyond the sandbox's execution.
 
-    python -m bench.rollout [--tasks N] [--backend process|docker]
+    python -m bench.rollout [--tasks N] [--backend process|docker] [--repeats R]
 
-Every configuration plays the same N train tasks of the demo suite (k=1, mistakes on, so episodes have
-several steps) into a fresh folder; shards are written and validated as in a real collection. Framework cost
-per step = (time inside environment steps - time the sandbox spent executing) / steps: parsing, feedback,
-checking and the episode record; the scheduler's own loop = wall x workers - time inside steps, per step.
+Every configuration plays the same N train tasks (k=1, mistakes on, so episodes have several steps) into a fresh
+folder: by default the train tasks of the smoke profile's suite, two of each of its 89 categories (built once into
+.state/bench/pipeline-suite, as bench/pipeline.py does); shards are written and validated as in a real collection.
+Each configuration runs `--repeats` times, 1 and 2 workers interleaved; the table shows the median run, and the
+ratio of each pair of runs beside the ratio of the medians. Framework cost per step = (time inside environment
+steps - time the sandbox spent executing) / steps: parsing, feedback, checking and the episode record; the
+scheduler's own loop = wall x workers - time inside steps, per step.
 """
 
 from __future__ import annotations
@@ -49,33 +52,41 @@ def _run(tasks_path: Path, n: int, workers: int, ray: bool, backend: str) -> dic
             "loop_ms": 1000 * max(wall * workers - inside, 0.0) / max(len(turns), 1)}
 
 
-def main(tasks: int = 48, backend: str = "process", tasks_file: Path = PROJECT_ROOT / "data" / "demo" / "tasks.jsonl") -> None:
+def main(tasks: int = 178, backend: str = "process", tasks_file: Path | None = None,
+         repeats: int = typer.Option(3, min=1, help="runs of each configuration, 1 and 2 workers interleaved")) -> None:
     import ray
 
+    from bench.pipeline import ensure_suite
+
+    tasks_file = tasks_file or ensure_suite(PROJECT_ROOT / ".state" / "bench" / "pipeline-suite") / "tasks.jsonl"
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=str(PROJECT_ROOT / ".state" / "ray"),
              runtime_env={"env_vars": {"PYTHONPATH": str(PROJECT_ROOT)}})
-    rows = {}
+    runs: dict[tuple[bool, int], list[dict[str, float]]] = {}
     try:
         _run(tasks_file, 4, 1, False, backend)  # warm-up: page cache, imports, first sandbox start
         for ray_on in (False, True):
-            for workers in (1, 2):
-                rows[(ray_on, workers)] = _run(tasks_file, tasks, workers, ray_on, backend)
+            for _ in range(repeats):  # interleaved, so a slow minute of the machine falls on both sides
+                for workers in (1, 2):
+                    runs.setdefault((ray_on, workers), []).append(_run(tasks_file, tasks, workers, ray_on, backend))
     finally:
         ray.shutdown()
-    table = Table("runner", "workers", "episodes", "steps", "wall s", "episodes/s", "steps/s", "× 1 worker",
-                  "sandbox exec ms/step", "framework ms/step", "reset ms/episode", "outside steps ms/step", "success")
-    for (ray_on, workers), r in rows.items():
-        one = rows[(ray_on, 1)]
-        scale = (r["steps"] / r["wall"]) / (one["steps"] / one["wall"])
+    table = Table("runner", "workers", "episodes", "steps", "wall s (median)", "episodes/s", "steps/s", "× 1 worker",
+                  "× 1 worker, each pair", "sandbox exec ms/step", "framework ms/step", "reset ms/episode",
+                  "outside steps ms/step", "success")
+    for (ray_on, workers), rs in runs.items():
+        r = sorted(rs, key=lambda x: x["wall"])[len(rs) // 2]
+        ones = runs[(ray_on, 1)]
+        one = sorted(ones, key=lambda x: x["wall"])[len(ones) // 2]
+        pairs = [(x["steps"] / x["wall"]) / (o["steps"] / o["wall"]) for x, o in zip(rs, ones, strict=True)]
         table.add_row("ray" if ray_on else "local", str(workers), str(r["episodes"]), str(r["steps"]),
                       f"{r['wall']:.1f}", f"{r['episodes'] / r['wall']:.2f}", f"{r['steps'] / r['wall']:.2f}",
-                      f"{scale:.2f}", f"{r['exec_ms']:.1f}", f"{r['framework_ms']:.1f}", f"{r['reset_ms']:.1f}",
-                      f"{r['loop_ms']:.1f}", f"{r['success']:.0%}")
-    Console(width=200).print(table)
-    played = min(r["episodes"] for r in rows.values())
-    if played < tasks:  # the demo's suite holds its focus categories only: name a larger one to load the workers
-        print(f"note: {tasks_file} has {played} train tasks, not the {tasks} asked for; a run this short is mostly "
-              "start-up: pass --tasks-file with a larger suite (`medgym data build --profile smoke --out DIR`)")
+                      f"{(r['steps'] / r['wall']) / (one['steps'] / one['wall']):.2f}",
+                      " ".join(f"{p:.2f}" for p in pairs), f"{r['exec_ms']:.1f}", f"{r['framework_ms']:.1f}",
+                      f"{r['reset_ms']:.1f}", f"{r['loop_ms']:.1f}", f"{r['success']:.0%}")
+    Console(width=220).print(table)
+    played = min(r["episodes"] for rs in runs.values() for r in rs)
+    if played < tasks:  # a short run is mostly start-up
+        print(f"note: {tasks_file} has {played} train tasks, not the {tasks} asked for")
 
 
 if __name__ == "__main__":

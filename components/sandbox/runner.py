@@ -1155,7 +1155,12 @@ def _zygote(cfg: dict) -> None:
 def _zygote_serve(cfg: dict) -> None:
     """The zygote: imports the task libraries once, then forks each new sandbox on request (`_spawn`), reaps the
     sandboxes' first processes (it is their subreaper) and removes their cgroups. Ends, with every sandbox it
-    started, when the host closes the control socket."""
+    started, when the host closes the control socket.
+
+    The zygote never waits for a sandbox to come up: entering the namespaces takes a child milliseconds, and the
+    zygote is the one point every sandbox start passes through, so a wait there would serialize the starts of
+    all rollout workers. The child answers the host on the request's own reply socket, and tells the zygote its
+    first process's pid on a pipe that the zygote reads when it is ready."""
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     cgroups = Cgroups.from_state(cfg["cgroups"])
     _preload(cfg.get("preload", PRELOAD))
@@ -1172,30 +1177,52 @@ def _zygote_serve(cfg: dict) -> None:
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     ctl.send(json.dumps({"ready": True, "python": sys.version.split()[0]}).encode())
     live: dict[int, str] = {}  # a sandbox's first process -> its cgroup's name
+    starting: dict[int, str] = {}  # the read end of a starting sandbox's pid pipe -> its cgroup's name
+    forked: set[int] = set()  # the children that start sandboxes (reaped like the rest, and then forgotten)
+    ended: set[int] = set()  # first processes reaped before their pid came through its pipe
     leftover: set[str] = set()  # cgroups of ended sandboxes whose last processes are still exiting
     # Empty cgroups of ended sandboxes, taken again by new ones: making and removing a memory cgroup costs the
     # kernel several milliseconds of CPU (most of it after rmdir, in a worker), about a sandbox start's worth.
     free: list[str] = []
     count = 0
     while True:
-        ready, _, _ = select.select([ctl, wake_r], [], [], 0.05 if leftover else None)
+        ready, _, _ = select.select([ctl, wake_r, *starting], [], [], 0.05 if leftover else None)
         _empty_wakeups(wake_r)
         for pid, _ in _reaped():
-            if pid in live:
+            if pid in forked:
+                forked.discard(pid)
+            elif pid in live:
                 leftover.add(live.pop(pid))
+            else:
+                ended.add(pid)
+        for fd in [fd for fd in ready if fd in starting]:
+            name = starting.pop(fd)
+            data = os.read(fd, 64)  # one write of a few bytes, then EOF (the writer has exited or is exiting)
+            os.close(fd)
+            if not data.isdigit():  # the sandbox did not start: nothing runs in its cgroup
+                cgroups.remove(name)
+            elif int(data) in ended:
+                ended.discard(int(data))
+                leftover.add(name)
+            else:
+                live[int(data)] = name
         free += [name for name in leftover if cgroups.empty(name)]
         leftover.difference_update(free)
         if ctl not in ready:
             continue
-        msg, fds, _, _ = socket.recv_fds(ctl, MAX_CONTROL_MESSAGE, 2)
+        msg, fds, _, _ = socket.recv_fds(ctl, MAX_CONTROL_MESSAGE, 3)
         if not msg:
+            for fd in fds:
+                os.close(fd)
             break
         count += 1
         name = f"s{count}"
+        reply = fds[2] if len(fds) == 3 else None
         try:
             request = json.loads(msg)
-            if len(fds) != 2:
-                raise ValueError(f"a spawn request carries the sandbox's two pipe ends, not {len(fds)} descriptors")
+            if reply is None:
+                raise ValueError(f"a spawn request carries the sandbox's two pipe ends and a reply socket, not "
+                                 f"{len(fds)} descriptors")
             while free:  # a recycled cgroup that cannot take the new limits (charges above them) is removed
                 try:
                     cgroups.create(free[-1], int(request["memory_bytes"]), int(request["pids"]))
@@ -1205,22 +1232,29 @@ def _zygote_serve(cfg: dict) -> None:
                     cgroups.remove(free.pop())
             else:
                 cgroups.create(name, int(request["memory_bytes"]), int(request["pids"]))
-            pid = _spawn(request, fds, cgroups, name, etc, bool(cfg["rootless"]), {ctl.fileno(), wake_r, wake_w})
-            live[pid] = name
-            pidfd = os.pidfd_open(pid)
-            try:
-                socket.send_fds(ctl, [json.dumps({"ok": True, "pid": pid}).encode()], [pidfd])
-            finally:
-                os.close(pidfd)
+            child, pid_pipe = _spawn(request, fds, cgroups, name, etc, bool(cfg["rootless"]),
+                                     {ctl.fileno(), wake_r, wake_w, *starting})
+            forked.add(child)
+            starting[pid_pipe] = name
         except Exception as exc:  # noqa: BLE001 - one failed start is the host's to report, the zygote goes on
             cgroups.remove(name)
-            ctl.send(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
+            if reply is not None:
+                with contextlib.suppress(OSError):
+                    os.write(reply, json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
         finally:
             for fd in fds:
                 os.close(fd)
     for pid in live:  # the host is gone: so are its sandboxes
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    for fd, name in starting.items():  # and those still starting: their pids come through, or nothing does
+        data = os.read(fd, 64)
+        if data.isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(data), signal.SIGKILL)
+            live[int(data)] = name
+        else:
+            leftover.add(name)
     for pid in live:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
@@ -1234,14 +1268,15 @@ def _zygote_serve(cfg: dict) -> None:
 
 
 def _spawn(request: dict, fds: list[int], cgroups: Cgroups, name: str, etc: dict, rootless: bool,
-           zygote_fds: set[int]) -> int:
+           zygote_fds: set[int]) -> tuple[int, int]:
     """Fork a sandbox into cgroup `name` (made, limits set): a child joins it and new namespaces, forks the
-    sandbox's first process (PID 1 there, `_enter_sandbox`) and exits; the zygote, as subreaper, becomes that
-    process's parent. Returns its pid."""
+    sandbox's first process (PID 1 there, `_enter_sandbox`), answers the host on the request's reply socket (the
+    first process's pid and a pidfd of it), writes the pid to a pipe for the zygote and exits; the zygote, as
+    subreaper, becomes the first process's parent. Returns the child's pid and the pipe's read end."""
     r, w = os.pipe()
     child = os.fork()
     if child == 0:
-        answer = b"the sandbox's first process did not start"
+        reply = socket.socket(fileno=fds[2])
         try:
             for fd in (r, *zygote_fds):
                 os.close(fd)
@@ -1252,22 +1287,17 @@ def _spawn(request: dict, fds: list[int], cgroups: Cgroups, name: str, etc: dict
             first = os.fork()
             if first == 0:
                 os.close(w)
-                _enter_sandbox(request, fds, cgroups, name, etc, rootless)
-            answer = str(first).encode()
+                _enter_sandbox(request, fds[:2], cgroups, name, etc, rootless)
+            os.write(w, str(first).encode())  # before the host hears of it: the zygote must own its cgroup's end
+            pidfd = os.pidfd_open(first)
+            socket.send_fds(reply, [json.dumps({"ok": True, "pid": first}).encode()], [pidfd])
         except BaseException as exc:  # noqa: BLE001
-            answer = f"{type(exc).__name__}: {exc}".encode()
-        finally:
             with contextlib.suppress(OSError):
-                os.write(w, answer)
+                reply.send(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
+        finally:
             os._exit(0)
     os.close(w)
-    try:
-        data = os.read(r, 4096)  # one write of a few bytes: whole; the child's exit is reaped in the zygote's loop
-    finally:
-        os.close(r)
-    if not data.isdigit():
-        raise OSError(errno.ECHILD, data.decode(errors="replace"))
-    return int(data)
+    return child, r
 
 
 def _enter_sandbox(request: dict, fds: list[int], cgroups: Cgroups, name: str, etc: dict, rootless: bool) -> None:

@@ -6,8 +6,9 @@ and then forks each new sandbox into its own namespaces, cgroup, tmpfs mounts an
 `_zygote_serve`). A sandbox costs a fork.
 
 The host talks to the zygote over a socketpair: a spawn request carries the two pipe ends the sandbox will serve on
-(SCM_RIGHTS) and its limits; the answer carries a pidfd of the sandbox's first process, so that killing it can
-never hit a reused pid. The zygote ends, with every sandbox it started, when the host closes its end.
+and a reply socket (SCM_RIGHTS), and its limits; the answer, on that reply socket, carries a pidfd of the
+sandbox's first process, so that killing it can never hit a reused pid. The zygote ends, with every sandbox it
+started, when the host closes its end.
 
 One zygote per host process, started on first use: a process-wide resource like a connection pool.
 A forked host process gets a zygote of its own (it cannot share its parent's socket safely).
@@ -97,10 +98,11 @@ class Zygote:
             self.close()
             raise ZygoteError(f"the process sandbox's zygote did not start: {hello.get('error') or self._log_tail()}")
 
-    def _receive(self, timeout_s: float) -> tuple[dict, list[int]]:
-        if not select.select([self._sock], [], [], timeout_s)[0]:
+    def _receive(self, timeout_s: float, sock: socket.socket | None = None) -> tuple[dict, list[int]]:
+        sock = sock or self._sock
+        if not select.select([sock], [], [], timeout_s)[0]:
             raise ZygoteError(f"the zygote did not answer within {timeout_s:.0f} s; its log ends with:\n{self._log_tail()}")
-        msg, fds, _, _ = socket.recv_fds(self._sock, MAX_MESSAGE, 1)
+        msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 1)
         if not msg:
             raise ZygoteError(f"the zygote is gone; its log ends with:\n{self._log_tail()}")
         return json.loads(msg), fds
@@ -112,11 +114,16 @@ class Zygote:
             return "(no log)"
 
     def spawn(self, pipes: tuple[int, int], request: dict) -> tuple[int, int]:
-        """Start one sandbox serving on `pipes` (its stdin's read end, its stdout's write end): (pid, pidfd)."""
-        with self._lock:
+        """Start one sandbox serving on `pipes` (its stdin's read end, its stdout's write end): (pid, pidfd).
+
+        The answer comes on a socket of this request's own, so starts asked for by several threads overlap: the
+        zygote forks and goes on, and each sandbox answers when its namespaces are entered."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with ours:
             try:
-                socket.send_fds(self._sock, [json.dumps(request).encode()], list(pipes))
-                reply, fds = self._receive(SPAWN_TIMEOUT_S)
+                with theirs, self._lock:
+                    socket.send_fds(self._sock, [json.dumps(request).encode()], [*pipes, theirs.fileno()])
+                reply, fds = self._receive(SPAWN_TIMEOUT_S, ours)
             except OSError as exc:
                 raise ZygoteError(f"the zygote's channel failed: {exc}") from exc
         if not reply.get("ok") or len(fds) != 1:

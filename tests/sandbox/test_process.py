@@ -6,6 +6,7 @@ import ast
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import psutil
 import pytest
 
 from components.sandbox.factory import docker_backend_available, open_sandbox
-from components.sandbox.protocol import Limits
+from components.sandbox.protocol import RUNNER_OVERHEAD_MB, Limits
 from tests.sandbox.conftest import require_backend
 
 pytestmark = pytest.mark.timeout(60)
@@ -90,6 +91,51 @@ def test_close_ends_the_sandbox_and_empties_its_cgroup_for_the_next(process_sand
     again = process_sandbox(limits=Limits(memory_mb=128))
     assert sandbox_cgroups(again._pid) == cgroups
     assert int(limit.read_text()) == (128 + 96) * 1024 * 1024
+
+
+def test_sandboxes_started_at_once_from_many_threads_are_apart_and_leave_no_cgroup(process_sandbox):
+    """The zygote forks and goes on while each sandbox enters its namespaces, and learns each first process's pid
+    later: every start gets its own answer, its own cgroup, and every cgroup empties once its sandbox closes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = 8
+    barrier = threading.Barrier(n)
+
+    def start(i: int):
+        barrier.wait()
+        sb = process_sandbox(limits=Limits(memory_mb=64 + i))
+        return sb, sb.exec("import os\nprint(os.getpid())").stdout.strip()
+
+    with ThreadPoolExecutor(n) as pool:
+        started = list(pool.map(start, range(n)))
+    assert [out for _, out in started] == ["2"] * n  # each in a PID namespace of its own, the code PID 2 there
+    pids = {sb._pid for sb, _ in started}
+    folders = [sandbox_cgroups(sb._pid) for sb, _ in started]
+    assert len(pids) == n and len({tuple(f) for f in folders}) == n
+    for (sb, _), own in zip(started, folders, strict=True):  # each cgroup holds its own sandbox's limit
+        limit = next(c / x for c in own for x in ("memory.limit_in_bytes", "memory.max") if (c / x).exists())
+        assert int(limit.read_text()) == (sb.limits.memory_mb + RUNNER_OVERHEAD_MB) * 1024 * 1024
+    for sb, _ in started:
+        sb.close()
+    deadline = time.monotonic() + 10
+    while any((c / "cgroup.procs").read_text().strip() for f in folders for c in f) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any((c / "cgroup.procs").read_text().strip() for f in folders for c in f)
+    assert all(gone(pid) for pid in pids)
+
+
+def test_a_start_the_zygote_refuses_is_answered_and_the_next_one_runs(process_sandbox):
+    require_backend("process")
+    from components.sandbox.zygote import ZygoteError, shared_zygote
+
+    r, w = os.pipe()
+    try:
+        with pytest.raises(ZygoteError, match="could not start a sandbox: ValueError"):
+            shared_zygote().spawn((r, w), {"memory_bytes": "not a number", "pids": 10})
+    finally:
+        os.close(r)
+        os.close(w)
+    assert process_sandbox().exec("print(1 + 1)").stdout == "2\n"
 
 
 def test_a_killed_owner_leaves_no_sandbox_no_zygote_and_no_cgroup():
