@@ -74,13 +74,14 @@ def eval_flow(config: str | PipelineConfig, rollout: str, baseline: str | None =
 @flow(name="leaderboard", log_prints=True)
 def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline: str | None = None,
                      verifier: str | None = None, name: str = "leaderboard", verifier_kind: str = "generative",
-                     out: str | None = None) -> dict[str, Any]:
+                     out: str | None = None, parents: dict[str, str] | None = None) -> dict[str, Any]:
     """Rank several rollouts of the profile on one leaderboard: success with 95% intervals, per domain, pass@k
     (and best@k with a verifier), turns, the outcome taxonomy, and each against `baseline` task by task.
 
     Writes leaderboard.md, leaderboard.json and the figures to reports/<profile>/<name>/ (or `out`), each file
     atomically, and logs the metrics and those files in one MLflow run named `name`. A baseline that is not among
-    `rollouts` is read too and gets a row of its own."""
+    `rollouts` is read too and gets a row of its own. `parents` maps a rollout to the rollout of the model it was
+    trained from (both among `rollouts`): its row adds that paired difference."""
     from components.evaluation.leaderboard import leaderboard
     from components.evaluation.plots import write_plots, write_series
     from components.tracking.training import training_run
@@ -94,7 +95,7 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
     if verifier:
         scorer = _verifier(cfg, verifier, verifier_kind)  # loaded once, scores every rollout
         scores = {n: scorer.score(_finished(eps)) for n, eps in episodes.items()}
-    board = leaderboard(episodes, baseline=baseline, scores=scores)
+    board = leaderboard(episodes, baseline=baseline, scores=scores, parents=parents)
     # how well the verifier separates each rollout's correct episodes from its incorrect ones (AUC, a bootstrap
     # interval over tasks), beside what ranking by it buys (best@k on the board)
     judged = {n: verifier_report(eps, scores[n]) for n, eps in episodes.items()} if scores else {}
@@ -135,6 +136,9 @@ def leaderboard_flow(config: str | PipelineConfig, rollouts: list[str], baseline
                         for d, e in r.domains.items()},
             "versus_baseline": {"difference": vs.difference.value, "interval": [vs.difference.low, vs.difference.high],
                                 "tasks": vs.tasks} if vs is not None else None,
+            "versus_parent": {"parent": r.parent, "difference": vp.difference.value,
+                              "interval": [vp.difference.low, vp.difference.high], "tasks": vp.tasks}
+            if (vp := r.versus_parent) is not None else None,
             "verifier": ({k: judged[r.rollout][k] for k in ("auc", "episodes", "auc_submitted", "submitted", "accuracy")}
                          if r.rollout in judged else None),
         }

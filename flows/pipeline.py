@@ -345,7 +345,8 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
         engines.close()
     verifier = merged_dir(cfg, "verifier") if "verifier" in plan.names else None
     board = leaderboard_flow.fn(config=cfg, rollouts=plan.evaluated(), baseline=plan.baseline(),
-                             verifier=str(verifier) if verifier else None, name="leaderboard")
+                             verifier=str(verifier) if verifier else None, name="leaderboard",
+                             parents=plan.parents(plan.evaluated()))
     out: dict[str, Any] = {}
     for name, row in board["rows"].items():
         out[f"{name}.success"] = row["success"]
@@ -353,6 +354,10 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
         if vs:
             out[f"{name}.difference"] = vs["difference"]
             out[f"{name}.difference_low"], out[f"{name}.difference_high"] = vs["interval"]
+        vp = row.get("versus_parent")
+        if vp:  # what this stage added to the model it started from (GRPO against SFT)
+            out[f"{name}.versus_{vp['parent']}"] = vp["difference"]
+            out[f"{name}.versus_{vp['parent']}_low"], out[f"{name}.versus_{vp['parent']}_high"] = vp["interval"]
         for key in ("auc", "auc_submitted"):  # over every finished episode, and over those that submitted
             auc = (row.get("verifier") or {}).get(key)
             if auc:
@@ -361,11 +366,14 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
     if plan.valid_rollouts():
         # a board of their own inside the leaderboard's folder: what choices are read off, never ranked with test
         valid = leaderboard_flow.fn(config=cfg, rollouts=plan.valid_rollouts(), name="leaderboard-valid",
-                                 out=str(Path(board["report_dir"]) / "valid"))
+                                 out=str(Path(board["report_dir"]) / "valid"), parents=plan.parents(plan.valid_rollouts()))
         for name, row in valid["rows"].items():
             out[f"{name}.success"] = row["success"]
             if row["interval"]:
                 out[f"{name}.success_low"], out[f"{name}.success_high"] = row["interval"]
+            if vp := row.get("versus_parent"):
+                out[f"{name}.versus_{vp['parent']}"] = vp["difference"]
+                out[f"{name}.versus_{vp['parent']}_low"], out[f"{name}.versus_{vp['parent']}_high"] = vp["interval"]
     # the headline figures as DVC metrics (`dvc metrics show`, `dvc exp show`)
     with atomic_write(PROJECT_ROOT / metrics_path(cfg)) as fh:
         json.dump(out, fh, indent=1, sort_keys=True)

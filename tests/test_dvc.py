@@ -125,7 +125,8 @@ def test_exp_run_beside_the_checked_in_pipelines(project: Path, env: dict[str, s
     """A clone that has never run a profile still holds its checked-in dvc.yaml and lock. DVC reads every
     pipeline's top-level plots when it saves an experiment, and a plot inside a folder out whose listing is not in
     the cache fails the whole `dvc exp run`: the project's plots read file outs of their own (figures.py)."""
-    for name in ("dvc.yaml", "dvc.lock", "pipelines/diag-demo/dvc.yaml", "pipelines/diag-demo/dvc.lock"):
+    for name in ("dvc.yaml", "dvc.lock", "pipelines/diag-demo/dvc.yaml", "pipelines/diag-demo/dvc.lock",
+                 "pipelines/demo-rl/dvc.yaml", "pipelines/demo-rl/dvc.lock"):
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, project / name)
     (project / "toy").mkdir()

@@ -87,6 +87,10 @@ class Row(BaseModel):
     taxonomy_by_domain: dict[str, dict[str, int]]
     versus_baseline: Difference | None = None  # None for the baseline itself, without a baseline, or see the note
     versus_baseline_note: str | None = None  # why a row has no difference against the baseline
+    # against the rollout of the model this one was trained from (GRPO against the SFT model it started from)
+    parent: str | None = None
+    versus_parent: Difference | None = None
+    versus_parent_note: str | None = None
 
 
 class Leaderboard(BaseModel):
@@ -137,10 +141,11 @@ class Leaderboard(BaseModel):
             if r.turns_mean is not None:
                 out[f"{p}.turns_mean"] = r.turns_mean
             out.update({f"{p}.taxonomy.{c}": float(n) for c, n in r.taxonomy.items()})
-            if r.versus_baseline is not None:
-                d = r.versus_baseline.difference
-                out.update({f"{p}.versus_baseline.difference": d.value, f"{p}.versus_baseline.low": d.low,
-                            f"{p}.versus_baseline.high": d.high, f"{p}.versus_baseline.tasks": d.n})
+            for versus, diff in (("versus_baseline", r.versus_baseline), ("versus_parent", r.versus_parent)):
+                if diff is not None:
+                    d = diff.difference
+                    out.update({f"{p}.{versus}.difference": d.value, f"{p}.{versus}.low": d.low,
+                                f"{p}.{versus}.high": d.high, f"{p}.{versus}.tasks": d.n})
         return {k: float(v) for k, v in out.items()}
 
     # ------------------------------------------------------------------------------------------- markdown
@@ -174,6 +179,21 @@ class Leaderboard(BaseModel):
         notes = [f"- {_md(r.rollout)}: {r.versus_baseline_note}" for r in self.rows if r.versus_baseline_note]
         if notes:
             lines += ["", *notes]
+        children = [r for r in self.rows if r.parent is not None]
+        if children:
+            lines += ["", "## Against the model each started from", "",
+                      "Each trained model's rollout against the rollout of the model its training started from (its "
+                      "`init`), on the same decoding and pooled over the tasks both played, with a paired 95% "
+                      "bootstrap interval over those tasks: what that stage added.", ""]
+            lines += _table_head(["rollout", "started from", "Δ (95% CI)", "tasks", "started from: success",
+                                  "this: success"])
+            for r in children:
+                vs = r.versus_parent
+                lines.append(_table_row(
+                    [_md(r.rollout), _md(r.parent or ""),
+                     vs.difference.cell(signed=True) + ("" if vs.decoding == "greedy" else " (sampled)")
+                     if vs is not None else f"– ({r.versus_parent_note})",
+                     *([str(vs.tasks), _num(vs.baseline), _num(vs.candidate)] if vs is not None else ["–"] * 3)]))
         for heading, keys, of in (("Greedy pass@1 by dataset", self.datasets, lambda r: r.datasets),
                                   ("Greedy pass@1 by domain", self.domains, lambda r: r.domains)):
             lines += ["", f"## {heading}", ""]
@@ -301,7 +321,7 @@ def _row(name: str, episodes: Sequence[Episode], ks: Sequence[int], scores: Mapp
 
 
 def _difference(name: str, candidate: Sequence[Episode], baseline_name: str,
-                baseline: Sequence[Episode], seed: int) -> tuple[Difference | None, str | None]:
+                baseline: Sequence[Episode], seed: int, against: str = "the baseline") -> tuple[Difference | None, str | None]:
     """The difference on the decoding both rollouts share (greedy first), or None and the reason."""
     base_greedy, base_sampled = by_decoding(baseline_name, baseline)
     cand_greedy, cand_sampled = by_decoding(name, candidate)
@@ -310,13 +330,13 @@ def _difference(name: str, candidate: Sequence[Episode], baseline_name: str,
     elif not base_greedy and not cand_greedy and base_sampled and cand_sampled:
         decoding, base, cand = "sampled", base_sampled, cand_sampled
     else:
-        has = "the baseline has greedy episodes and this rollout none" if base_greedy else \
-            "this rollout has greedy episodes and the baseline none"
-        return None, f"not compared with the baseline: {has}, and greedy and sampled results are not compared"
+        has = f"{against} has greedy episodes and this rollout none" if base_greedy else \
+            f"this rollout has greedy episodes and {against} none"
+        return None, f"not compared with {against}: {has}, and greedy and sampled results are not compared"
     try:
         rep = compare(base, cand, seed=seed)
     except ValueError as exc:
-        raise ValueError(f"rollout {name!r} against the baseline ({decoding} episodes): {exc}") from None
+        raise ValueError(f"rollout {name!r} against {against} ({decoding} episodes): {exc}") from None
     o = rep["overall"]
     return Difference(decoding=decoding, difference=Interval(**o["difference"]), tasks=rep["tasks"],
                       baseline_only=rep["baseline_only"], candidate_only=rep["candidate_only"], baseline=o["baseline"],
@@ -345,20 +365,29 @@ def _rank(rows: list[Row]) -> list[Row]:
 
 def leaderboard(rollouts: Mapping[str, Sequence[Episode]], baseline: str | None = None,
                 scores: Mapping[str, Mapping[str, float]] | None = None, ks: Sequence[int] = KS,
-                n_boot: int = 2000, seed: int = 0) -> Leaderboard:
+                n_boot: int = 2000, seed: int = 0, parents: Mapping[str, str] | None = None) -> Leaderboard:
     """One row per rollout (name -> its episodes), ranked on the greedy headline; `baseline`, when given, names one
     of them, and every other row carries its paired difference against it on the same decoding. `scores` maps a
     rollout to its verifier scores (episode_id -> score over its finished episodes) and adds best@k over that
-    rollout's sampled episodes."""
+    rollout's sampled episodes. `parents` maps a rollout to the rollout of the model it was trained from (both
+    among `rollouts`): its row carries that paired difference too."""
     if not rollouts:
         raise ValueError("leaderboard needs at least one rollout")
     if baseline is not None and baseline not in rollouts:
         raise ValueError(f"the baseline {baseline!r} is not one of the rollouts ({', '.join(rollouts)})")
+    for child, parent in (parents or {}).items():
+        if child not in rollouts or parent not in rollouts:
+            raise ValueError(f"parents: {child!r} -> {parent!r} names a rollout the leaderboard does not hold "
+                             f"({', '.join(rollouts)})")
     rows = []
     for name, episodes in rollouts.items():
         row = _row(name, episodes, ks, (scores or {}).get(name), n_boot, seed)
         if baseline is not None and name != baseline:
             row.versus_baseline, row.versus_baseline_note = _difference(name, episodes, baseline, rollouts[baseline], seed)
+        if (parent := (parents or {}).get(name)) is not None:
+            row.parent = parent
+            row.versus_parent, row.versus_parent_note = _difference(name, episodes, parent, rollouts[parent], seed,
+                                                                    against=f"`{parent}`")
         rows.append(row)
     datasets = sorted({d for r in rows for d in r.datasets})
     domains = sorted({d for r in rows for d in r.domains})

@@ -108,6 +108,34 @@ class Plan:
         """The candidates for registration: the trained policies a valid rollout plays (empty: no choice on valid)."""
         return [p for p in self.policies() if p.valid is not None]
 
+    def parents(self, rollouts: Iterable[str]) -> dict[str, str]:
+        """Each of `rollouts` that plays a trained model -> the one of `rollouts` that plays the nearest model its
+        training started from (GRPO's -> the SFT model's on the same split; a round's DPO model's -> the model the
+        round started from, its own SFT step being played by none): the leaderboard pairs them, which is what those
+        stages added. A model trained from the base model is compared with the baseline."""
+        names = list(rollouts)
+        stages = {s.name: s for s in self.stages if s.method is not None}  # the trained ones
+        folders = {str(merged_dir(self.cfg, s.method, s.name)): name for name, s in stages.items()}  # type: ignore[arg-type]
+        first: dict[str, str] = {}  # a trained stage -> the first of `names` that plays it
+        for n in names:
+            if (plays := self.cfg.rollouts[n].plays) is not None:
+                first.setdefault(plays, n)
+
+        def init_of(stage: str) -> str | None:
+            init = str(getattr(stages[stage].settings, "init", ""))
+            return init if init in stages else folders.get(init)
+
+        out = {}
+        for n in names:
+            stage, seen = self.cfg.rollouts[n].plays, set()
+            parent = init_of(stage) if stage in stages else None
+            while parent is not None and parent not in first and parent not in seen:
+                seen.add(parent)
+                parent = init_of(parent)
+            if parent is not None and parent in first and first[parent] != n:
+                out[n] = first[parent]
+        return out
+
     def test_reads(self) -> int:
         """How many of the profile's trained policies the leaderboard reads on test in a run: each is a look at the
         test split, whichever of them is registered."""

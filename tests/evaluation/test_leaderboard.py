@@ -417,3 +417,26 @@ def test_leaderboard_flow_writes_the_reports_and_logs_them_in_one_mlflow_run(tmp
         "plots/success.png", "plots/success_by_domain.png", "plots/taxonomy.png"}
     local = Path(client.download_artifacts(run.info.run_id, "plots/taxonomy.png", str(tmp_path / "dl")))
     assert local.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_a_model_is_paired_with_the_model_it_started_from_as_well_as_with_the_baseline():
+    """GRPO's rollout against the SFT model's it started from: what the stage added, beside both against base."""
+    base, sft, grpo = weak(), middling(), strong()
+    board = leaderboard({"base": base, "sft": sft, "grpo": grpo}, baseline="base", parents={"grpo": "sft"})
+    row = board.row("grpo")
+    vp = row.versus_parent
+    assert row.parent == "sft" and vp.decoding == "greedy" and vp.tasks == 8
+    assert vp.difference.value == pytest.approx(row.success.value - board.row("sft").success.value) == pytest.approx(0.5)
+    assert vp.difference.low <= 0.5 <= vp.difference.high
+    assert row.versus_baseline.difference.value == pytest.approx(7 / 8)  # still against the baseline too
+    assert board.row("sft").parent is None and board.row("sft").versus_parent is None
+    metrics = board.metrics()
+    assert metrics["grpo.versus_parent.difference"] == pytest.approx(0.5) and "sft.versus_parent.difference" not in metrics
+    section = board.to_markdown().split("## Against the model each started from")[1].split("\n## ")[0]
+    assert "| grpo | sft | +0.500 [" in section and "| 8 | 0.500 | 1.000 |" in section
+    # a parent whose episodes cannot be paired on one decoding is named, with the reason
+    hot = rollout({t: ["success"] for t in TASKS}, temperatures=(1.0,))
+    note = leaderboard({"sft": sft, "hot": hot}, parents={"hot": "sft"}).row("hot").versus_parent_note
+    assert note.startswith("not compared with `sft`: `sft` has greedy episodes and this rollout none")
+    with pytest.raises(ValueError, match="parents: 'grpo' -> 'dpo' names a rollout the leaderboard does not hold"):
+        leaderboard({"sft": sft, "grpo": grpo}, parents={"grpo": "dpo"})

@@ -203,6 +203,34 @@ def test_dvc_yaml_is_the_demo_plan_one_dvc_stage_per_pipeline_stage():
     assert stages["sft_test"]["outs"] == [{"data/rollouts/demo/sft_test": {"persist": True}}]
 
 
+def test_demo_rl_trains_grpo_after_sft_pairs_them_on_valid_and_test_and_has_its_checked_in_pipeline():
+    """The embedded default with online RL: GRPO starts from the SFT model, both play valid and test with the same
+    plans, the leaderboards pair GRPO with SFT, and the model to register is chosen on valid."""
+    from components.pipeline.dvc import dvc_file, render
+
+    cfg = load_config("demo-rl")
+    plan = build_plan(cfg)
+    assert plan["grpo"].needs == ("suite", "sft") and plan["grpo"].settings.init == "sft"
+    assert plan.parents(plan.evaluated()) == {"grpo_test": "sft_test"}
+    assert plan.parents(plan.valid_rollouts()) == {"grpo_valid": "sft_valid"}
+    assert [p.stage.name for p in plan.on_valid()] == ["sft", "grpo"] and plan.baseline() == "base"
+    for split in ("valid", "test"):  # paired task by task: the same plan and turn limit
+        sft, grpo = cfg.rollouts[f"sft_{split}"], cfg.rollouts[f"grpo_{split}"]
+        assert sft.plan == grpo.plan and sft.env == grpo.env and sft.split == grpo.split == split
+    text = render(plan, CONFIG_DIR / "demo-rl.yaml", ROOT)
+    assert (ROOT / dvc_file(cfg)).read_text() == text, "stale: run `medgym pipeline dvc --profile demo-rl`"
+
+
+def test_a_stage_is_paired_with_the_nearest_model_its_training_started_from():
+    demo = build_plan(load_config("demo"))
+    # a round's DPO model started from the round's SFT step, which no rollout plays: paired with what the round
+    # started from (the DPO model)
+    assert demo.parents(demo.evaluated()) == {"dpo_test": "sft_test", "round1_test": "dpo_test"}
+    assert demo.parents(demo.valid_rollouts()) == {"dpo_valid": "sft_valid", "round1_valid": "dpo_valid"}
+    smoke = build_plan(load_config("smoke"))
+    assert "grpo_test" not in smoke.parents(smoke.evaluated())  # its SFT model plays no test rollout
+
+
 def test_an_interrupted_pipeline_run_is_carried_on_under_its_parent_run_and_a_changed_profile_starts_anew(tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -233,7 +261,7 @@ def test_an_interrupted_pipeline_run_is_carried_on_under_its_parent_run_and_a_ch
 def test_each_profile_has_its_own_dvc_pipeline_and_the_paper_suite_depends_on_the_release():
     from components.pipeline.dvc import dvc_file, dvc_stages
 
-    files = {name: dvc_file(load_config(name)) for name in ("demo", "smoke", "paper", "diag-demo")}
+    files = {name: dvc_file(load_config(name)) for name in ("demo", "demo-rl", "smoke", "paper", "diag-demo")}
     assert files["demo"] == Path("dvc.yaml") and files["smoke"] == Path("pipelines/smoke/dvc.yaml")
     assert len(set(files.values())) == len(files)  # no two profiles write one file
     plan = build_plan(load_config("paper"))
