@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo environments diag-demo test test-fast setup vllm vllm-gpu gpu-wheels lint bench clean
+.PHONY: demo demo-rl environments diag-demo test test-fast setup vllm vllm-gpu gpu-wheels lint bench clean
 
 # infra/install_packages.py installs with uv from the sources pip is configured with (pip where they do not
 # translate): the project's packages took 63 s with pip, 10 s with uv on a cold cache, the same versions (bench/install.py).
@@ -38,6 +38,10 @@ vllm-gpu:
 demo: environments  # the demo generates through vLLM (configs/demo.yaml)
 	$(BIN)/medgym pipeline run --profile demo
 
+# the demo's SFT, then online GRPO in the sandbox, paired against SFT on valid and test (configs/demo-rl.yaml)
+demo-rl: environments
+	$(BIN)/medgym pipeline run --profile demo-rl
+
 # the project's and vLLM's environments side by side: two pip installs of their own, each waiting on the disk and
 # the index much of its time
 environments:
@@ -64,4 +68,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/train.py --max-length 2048 --zero2
 
 clean:
-	rm -rf data/demo data/smoke .state mlflow/mlruns.db mlflow/artifacts
+	rm -rf data/demo data/demo-rl data/smoke .state mlflow/mlruns.db mlflow/artifacts
