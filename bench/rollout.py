@@ -73,10 +73,12 @@ def main(tasks: int = 178, backend: str = "process", tasks_file: Path | None = N
     table = Table("runner", "workers", "episodes", "steps", "wall s (median)", "episodes/s", "steps/s", "× 1 worker",
                   "× 1 worker, each pair", "sandbox exec ms/step", "framework ms/step", "reset ms/episode",
                   "outside steps ms/step", "success")
+    def median(rs: list[dict[str, float]]) -> dict[str, float]:  # the run of median wall time
+        return sorted(rs, key=lambda x: x["wall"])[len(rs) // 2]
+
     for (ray_on, workers), rs in runs.items():
-        r = sorted(rs, key=lambda x: x["wall"])[len(rs) // 2]
-        ones = runs[(ray_on, 1)]
-        one = sorted(ones, key=lambda x: x["wall"])[len(ones) // 2]
+        r, ones = median(rs), runs[(ray_on, 1)]
+        one = median(ones)
         pairs = [(x["steps"] / x["wall"]) / (o["steps"] / o["wall"]) for x, o in zip(rs, ones, strict=True)]
         table.add_row("ray" if ray_on else "local", str(workers), str(r["episodes"]), str(r["steps"]),
                       f"{r['wall']:.1f}", f"{r['episodes'] / r['wall']:.2f}", f"{r['steps'] / r['wall']:.2f}",

@@ -354,10 +354,7 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
         if vs:
             out[f"{name}.difference"] = vs["difference"]
             out[f"{name}.difference_low"], out[f"{name}.difference_high"] = vs["interval"]
-        vp = row.get("versus_parent")
-        if vp:  # what this stage added to the model it started from (GRPO against SFT)
-            out[f"{name}.versus_{vp['parent']}"] = vp["difference"]
-            out[f"{name}.versus_{vp['parent']}_low"], out[f"{name}.versus_{vp['parent']}_high"] = vp["interval"]
+        out |= _versus_parent(name, row)
         for key in ("auc", "auc_submitted"):  # over every finished episode, and over those that submitted
             auc = (row.get("verifier") or {}).get(key)
             if auc:
@@ -371,13 +368,20 @@ def run_evaluate(plan: Plan, cfg: PipelineConfig, stage: Stage, engines: VLLMSer
             out[f"{name}.success"] = row["success"]
             if row["interval"]:
                 out[f"{name}.success_low"], out[f"{name}.success_high"] = row["interval"]
-            if vp := row.get("versus_parent"):
-                out[f"{name}.versus_{vp['parent']}"] = vp["difference"]
-                out[f"{name}.versus_{vp['parent']}_low"], out[f"{name}.versus_{vp['parent']}_high"] = vp["interval"]
+            out |= _versus_parent(name, row)
     # the headline figures as DVC metrics (`dvc metrics show`, `dvc exp show`)
     with atomic_write(PROJECT_ROOT / metrics_path(cfg)) as fh:
         json.dump(out, fh, indent=1, sort_keys=True)
     return {"report_dir": board["report_dir"], **out}
+
+
+def _versus_parent(name: str, row: dict[str, Any]) -> dict[str, float]:
+    """What a stage added to the model it started from (GRPO against SFT), as `metrics.json` keys."""
+    vp = row.get("versus_parent")
+    if not vp:
+        return {}
+    key = f"{name}.versus_{vp['parent']}"
+    return {key: vp["difference"], f"{key}_low": vp["interval"][0], f"{key}_high": vp["interval"][1]}
 
 
 def choose(plan: Plan, cfg: PipelineConfig) -> Selection:

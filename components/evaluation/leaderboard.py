@@ -171,9 +171,7 @@ class Leaderboard(BaseModel):
                      r.success.cell() if r.success is not None else "– (no greedy episodes)",
                      r.pooled.cell() if r.pooled is not None else "–"]
             if self.baseline is not None:
-                vs = r.versus_baseline
-                cells.append(vs.difference.cell(signed=True) + ("" if vs.decoding == "greedy" else " (sampled)")
-                             if vs is not None else "–")
+                cells.append(_delta(r.versus_baseline) if r.versus_baseline is not None else "–")
             cells += [_num(r.turns_mean, 2), str(r.n_tasks), str(r.n_episodes)]
             lines.append(_table_row(cells))
         notes = [f"- {_md(r.rollout)}: {r.versus_baseline_note}" for r in self.rows if r.versus_baseline_note]
@@ -189,11 +187,9 @@ class Leaderboard(BaseModel):
                                   "this: success"])
             for r in children:
                 vs = r.versus_parent
-                lines.append(_table_row(
-                    [_md(r.rollout), _md(r.parent or ""),
-                     vs.difference.cell(signed=True) + ("" if vs.decoding == "greedy" else " (sampled)")
-                     if vs is not None else f"– ({r.versus_parent_note})",
-                     *([str(vs.tasks), _num(vs.baseline), _num(vs.candidate)] if vs is not None else ["–"] * 3)]))
+                figures = [_delta(vs), str(vs.tasks), _num(vs.baseline), _num(vs.candidate)] if vs is not None else \
+                    [f"– ({r.versus_parent_note})", "–", "–", "–"]
+                lines.append(_table_row([_md(r.rollout), _md(r.parent or ""), *figures]))
         for heading, keys, of in (("Greedy pass@1 by dataset", self.datasets, lambda r: r.datasets),
                                   ("Greedy pass@1 by domain", self.domains, lambda r: r.domains)):
             lines += ["", f"## {heading}", ""]
@@ -223,6 +219,11 @@ class Leaderboard(BaseModel):
             total = sum(r.taxonomy.values())
             lines.append(_table_row([_md(r.rollout), *[str(r.taxonomy.get(c, 0)) for c in self.classes], str(total)]))
         return "\n".join(lines) + "\n"
+
+
+def _delta(diff: Difference) -> str:
+    """A paired difference as a table cell, marked where it pairs sampled episodes."""
+    return diff.difference.cell(signed=True) + ("" if diff.decoding == "greedy" else " (sampled)")
 
 
 def _md(text: str) -> str:

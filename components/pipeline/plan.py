@@ -109,17 +109,17 @@ class Plan:
         return [p for p in self.policies() if p.valid is not None]
 
     def parents(self, rollouts: Iterable[str]) -> dict[str, str]:
-        """Each of `rollouts` that plays a trained model -> the one of `rollouts` that plays the nearest model its
-        training started from (GRPO's -> the SFT model's on the same split; a round's DPO model's -> the model the
+        """Each of `rollouts` that plays a trained model -> the one of `rollouts` on the same split that plays the
+        nearest model its training started from (GRPO's -> the SFT model's; a round's DPO model's -> the model the
         round started from, its own SFT step being played by none): the leaderboard pairs them, which is what those
         stages added. A model trained from the base model is compared with the baseline."""
         names = list(rollouts)
         stages = {s.name: s for s in self.stages if s.method is not None}  # the trained ones
         folders = {str(merged_dir(self.cfg, s.method, s.name)): name for name, s in stages.items()}  # type: ignore[arg-type]
-        first: dict[str, str] = {}  # a trained stage -> the first of `names` that plays it
+        playing: dict[tuple[str, str | None], str] = {}  # (a trained stage, a split) -> the first of `names` playing it
         for n in names:
             if (plays := self.cfg.rollouts[n].plays) is not None:
-                first.setdefault(plays, n)
+                playing.setdefault((plays, self.cfg.rollouts[n].split), n)
 
         def init_of(stage: str) -> str | None:
             init = str(getattr(stages[stage].settings, "init", ""))
@@ -127,13 +127,14 @@ class Plan:
 
         out = {}
         for n in names:
-            stage, seen = self.cfg.rollouts[n].plays, set()
+            split, seen = self.cfg.rollouts[n].split, set()
+            stage = self.cfg.rollouts[n].plays
             parent = init_of(stage) if stage in stages else None
-            while parent is not None and parent not in first and parent not in seen:
+            while parent is not None and (parent, split) not in playing and parent not in seen:
                 seen.add(parent)
                 parent = init_of(parent)
-            if parent is not None and parent in first and first[parent] != n:
-                out[n] = first[parent]
+            if parent is not None and (parent, split) in playing:
+                out[n] = playing[(parent, split)]
         return out
 
     def test_reads(self) -> int:

