@@ -10,11 +10,14 @@ folder: by default the train tasks of the smoke profile's suite, two of each of 
 Each configuration runs `--repeats` times, 1 and 2 workers interleaved; the table shows the median run, and the
 ratio of each pair of runs beside the ratio of the medians. Framework cost per step = (time inside environment
 steps - time the sandbox spent executing) / steps: parsing, feedback, checking and the episode record; the
-scheduler's own loop = wall x workers - time inside steps, per step.
+scheduler's own loop = wall x workers - time inside steps, per step. Cores busy and machine CPU per step come from
+/proc/stat over the run: when two workers use the same CPU per step as one, what they lose is idle time (work that
+waits on the other's), not contention.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -38,18 +41,29 @@ def _run(tasks_path: Path, n: int, workers: int, ray: bool, backend: str) -> dic
                               max_in_flight=max(8, 4 * workers), ray_address="local" if ray else None,
                               sandbox_backend=backend, env=EnvConfig(max_turns=8, exec_timeout_s=20))
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
+        start, cpu_before = time.perf_counter(), _machine_cpu()
         result = collect(tasks_path, Path(tmp), config)
-        wall = time.perf_counter() - start
+        wall, cpu_after = time.perf_counter() - start, _machine_cpu()
         episodes = list(load_episodes_dir(Path(tmp)))
     turns = [t for e in episodes for t in e.turns]
     inside = sum(t.duration_s for t in turns)
     executing = sum(t.exec_result.duration_s for t in turns if t.exec_result is not None)
     resets = sum(e.env_time_s for e in episodes) - inside  # taking a started sandbox and uploading the task's files
+    busy_s, total_s = cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
     return {"episodes": len(episodes), "steps": len(turns), "wall": wall, "success": result.summary.get("success", 0.0),
+            "cores_busy": (os.cpu_count() or 1) * busy_s / max(total_s, 1e-9),
+            "cpu_ms": 1000 * busy_s / max(len(turns), 1),
             "exec_ms": 1000 * executing / max(len(turns), 1), "reset_ms": 1000 * resets / max(len(episodes), 1),
             "framework_ms": 1000 * (inside - executing) / max(len(turns), 1),
             "loop_ms": 1000 * max(wall * workers - inside, 0.0) / max(len(turns), 1)}
+
+
+def _machine_cpu() -> tuple[float, float]:
+    """Seconds of CPU the whole machine spent busy and in all (every core, idle and iowait included), from
+    /proc/stat: what the sandboxes, the kernel's work for them and this process used together."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - fields[3] - fields[4]) / tick, sum(fields) / tick
 
 
 def main(tasks: int = 178, backend: str = "process", tasks_file: Path | None = None,
@@ -72,7 +86,7 @@ def main(tasks: int = 178, backend: str = "process", tasks_file: Path | None = N
         ray.shutdown()
     table = Table("runner", "workers", "episodes", "steps", "wall s (median)", "episodes/s", "steps/s", "× 1 worker",
                   "× 1 worker, each pair", "sandbox exec ms/step", "framework ms/step", "reset ms/episode",
-                  "outside steps ms/step", "success")
+                  "outside steps ms/step", "cores busy", "machine CPU ms/step", "success")
     def median(rs: list[dict[str, float]]) -> dict[str, float]:  # the run of median wall time
         return sorted(rs, key=lambda x: x["wall"])[len(rs) // 2]
 
@@ -84,7 +98,8 @@ def main(tasks: int = 178, backend: str = "process", tasks_file: Path | None = N
                       f"{r['wall']:.1f}", f"{r['episodes'] / r['wall']:.2f}", f"{r['steps'] / r['wall']:.2f}",
                       f"{(r['steps'] / r['wall']) / (one['steps'] / one['wall']):.2f}",
                       " ".join(f"{p:.2f}" for p in pairs), f"{r['exec_ms']:.1f}", f"{r['framework_ms']:.1f}",
-                      f"{r['reset_ms']:.1f}", f"{r['loop_ms']:.1f}", f"{r['success']:.0%}")
+                      f"{r['reset_ms']:.1f}", f"{r['loop_ms']:.1f}", f"{r['cores_busy']:.2f}", f"{r['cpu_ms']:.1f}",
+                      f"{r['success']:.0%}")
     Console(width=220).print(table)
     played = min(r["episodes"] for rs in runs.values() for r in rs)
     if played < tasks:  # a short run is mostly start-up

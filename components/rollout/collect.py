@@ -22,7 +22,7 @@ from components.policies.registry import build_policy, refusal
 from components.rollout.jobs import plan_jobs
 from components.rollout.metrics import summarize
 from components.rollout.runner import CollectionConfig, run_local
-from components.rollout.store import EpisodeStore
+from components.rollout.store import EpisodeStore, PacedCommits
 from components.tasks.record import Task, load_tasks
 
 log = logging.getLogger(__name__)
@@ -90,17 +90,13 @@ def collect(tasks_path: Path, out_dir: Path, config: CollectionConfig,
         if total_hook is not None:
             total_hook(len(jobs))
 
-        def finished(episodes: list[Episode]) -> None:
-            store.commit(episodes)
-            if on_progress is not None:
-                on_progress(episodes)
+        with PacedCommits(store, config.commit_every_s, on_progress) as finished:
+            if config.ray_address:
+                from components.rollout.ray_workers import run_on_ray
 
-        if config.ray_address:
-            from components.rollout.ray_workers import run_on_ray
-
-            stats = run_on_ray(jobs, Path(tasks_path).parent, config, finished)
-        else:
-            stats = run_local(player, jobs, Path(tasks_path).parent, config, finished)
+                stats = run_on_ray(jobs, Path(tasks_path).parent, config, finished)
+            else:
+                stats = run_local(player, jobs, Path(tasks_path).parent, config, finished)
         episodes = list(store.episodes())
         rejected = [str(p) for p in store.rejected()]
     return CollectionResult(

@@ -20,7 +20,7 @@ from components.envs.protocol import Env
 from components.policies.protocol import Policy
 from components.rollout.jobs import RolloutJob
 from components.rollout.scheduler import RolloutScheduler, SchedulerStats
-from components.rollout.store import SHARD_SIZE, EpisodeStore
+from components.rollout.store import COMMIT_EVERY_S, SHARD_SIZE, EpisodeStore, PacedCommits
 
 # plays jobs, handing each finished batch of episodes to the callback as it comes
 Runner = Callable[[list[RolloutJob], Callable[[list[Episode]], None]], SchedulerStats]
@@ -50,7 +50,7 @@ def play_jobs(policy: Policy, env_factory: Callable[[], Env], jobs: Sequence[Rol
 
 
 def store_played(run: Runner, jobs: Sequence[RolloutJob], out_dir: Path | str | None = None, *,
-                 shard_size: int = SHARD_SIZE, strict: bool = True,
+                 shard_size: int = SHARD_SIZE, strict: bool = True, commit_every_s: float = COMMIT_EVERY_S,
                  on_progress: Callable[[list[Episode]], None] | None = None) -> PlayResult:
     """`jobs` played by `run` (this process's scheduler, or Ray actors: components.rollout.ray_envs), this process
     the only writer of `out_dir`'s store whichever plays them."""
@@ -72,12 +72,8 @@ def store_played(run: Runner, jobs: Sequence[RolloutJob], out_dir: Path | str | 
             done = store.done_keys()
             todo = [job for job in jobs if job.key not in done]
 
-            def commit(episodes: list[Episode]) -> None:
-                store.commit(episodes)
-                if on_progress is not None:
-                    on_progress(episodes)
-
-            stats = run(todo, commit)
+            with PacedCommits(store, commit_every_s, on_progress) as commit:
+                stats = run(todo, commit)
             kept = [e for e in store.episodes() if (e.task_id, e.sample_index) in order]
         played, skipped = len(todo), len(jobs) - len(todo)
     if strict and stats.failed:

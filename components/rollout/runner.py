@@ -19,6 +19,7 @@ from components.policies.protocol import Policy
 from components.policies.registry import PolicyConfig
 from components.rollout.jobs import RolloutJob, SamplingPlan
 from components.rollout.scheduler import RolloutScheduler, SchedulerStats
+from components.rollout.store import COMMIT_EVERY_S
 from components.sandbox.protocol import Limits, Sandbox
 from components.sandbox.warm import sandbox_supply
 
@@ -42,6 +43,8 @@ class CollectionConfig(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     env: EnvConfig = Field(default_factory=EnvConfig)
     shard_size: int = Field(default=64, ge=1)
+    commit_every_s: float = Field(default=COMMIT_EVERY_S, ge=0, description="finished episodes are committed in "
+                                  "batches at most this far apart (0: each as it ends); a kill loses at most these")
 
 
 def collection_sandboxes(config: CollectionConfig) -> contextlib.AbstractContextManager[Callable[[], Sandbox]]:

@@ -2,8 +2,9 @@
 what was not yet committed, and never leaves half a file or an episode twice.
 
 Each `commit` rewrites the open shard whole through a temp file and os.replace, until it holds `shard_size`
-episodes; then the next shard starts. Before a shard is written its new content passes the same suite a resume
-applies (components.rollout.validation), so what the store writes it will accept again.
+episodes; then the next shard starts. Collections commit through `PacedCommits`, in batches a few seconds apart.
+Before a shard is written its new content passes the same suite a resume applies (components.rollout.validation),
+so what the store writes it will accept again.
 
 A store opened on an existing DIR is a resume: every shard is validated; one that fails is moved to
 DIR/rejected/ (one rename, so it is in exactly one of the two folders at every moment) and its episodes count as
@@ -24,8 +25,10 @@ import json
 import logging
 import os
 import re
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +41,7 @@ from components.rollout.validation import EpisodeValidationReport, Record, read_
 log = logging.getLogger(__name__)
 
 SHARD_SIZE = 64
+COMMIT_EVERY_S = 2.0  # PacedCommits: the longest a finished episode waits to be committed
 EPISODES, REJECTED, MANIFEST, LOCK = "episodes", "rejected", "manifest.json", ".lock"
 _SHARD = re.compile(r"^shard-(\d{5,})\.jsonl$")
 # any name that carries a shard number: shards, rejected copies (".1" when a name was taken), atomic_write temps
@@ -303,6 +307,81 @@ class EpisodeStore:
         with atomic_write(self.out_dir / MANIFEST) as fh:
             json.dump(body, fh, indent=2)
             fh.write("\n")
+
+
+class PacedCommits:
+    """Finished episodes handed to `store.commit` in batches, at most one commit every `every_s` seconds: a
+    commit rewrites the open shard and the manifest and syncs both (milliseconds), and a collection that committed
+    each episode as it finished spent that on the scheduler's thread several times a second. An episode waits at
+    most `every_s` (a timer commits what waits), so a kill loses at most the episodes of the last `every_s` seconds
+    besides those in flight, and a resume plays them again. `every_s` 0 commits each batch at once.
+
+    `on_commit` hears of episodes once they are durable. Use as a context manager: its end commits what waits,
+    also when the block raises (finished episodes are whole, so keeping them saves the resume their replay)."""
+
+    def __init__(self, store: EpisodeStore, every_s: float,
+                 on_commit: Callable[[list[Episode]], None] | None = None) -> None:
+        if every_s < 0:
+            raise ValueError(f"every_s must be at least 0, got {every_s}")
+        self.store, self.every_s, self.on_commit = store, every_s, on_commit
+        self._waiting: list[Episode] = []
+        self._last = float("-inf")  # when the last commit ran
+        self._lock = threading.Lock()  # the timer's thread and the caller's commit through one store
+        self._timer: threading.Timer | None = None
+        self._error: BaseException | None = None  # a commit on the timer's thread failed: raised to the caller
+
+    def __call__(self, episodes: list[Episode]) -> None:
+        with self._lock:
+            self._raise_pending()
+            self._waiting.extend(episodes)
+            wait = self._last + self.every_s - time.monotonic()
+            if wait <= 0 or len(self._waiting) >= self.store.shard_size:
+                self._commit()
+            elif self._timer is None:
+                self._timer = threading.Timer(wait, self._on_timer)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._raise_pending()
+            self._commit()
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+            try:
+                self._commit()
+            except BaseException as exc:  # noqa: BLE001 - the caller's thread raises it at its next call
+                self._error = exc
+
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _commit(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._waiting = self._waiting, []
+        self._last = time.monotonic()
+        if batch:
+            self.store.commit(batch)
+            if self.on_commit is not None:
+                self.on_commit(batch)
+
+    def __enter__(self) -> PacedCommits:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.flush()
+            return
+        try:
+            self.flush()
+        except Exception as failed:  # noqa: BLE001 - the block's own error is the one to see
+            log.warning("episodes finished before the error could not be committed: %s", failed)
 
 
 @dataclass(frozen=True)

@@ -1164,6 +1164,9 @@ def _zygote_serve(cfg: dict) -> None:
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     cgroups = Cgroups.from_state(cfg["cgroups"])
     _preload(cfg.get("preload", PRELOAD))
+    # Every sandbox inherits SCHED_BATCH (same CPU share, longer slices): a sandbox's wakeups do not preempt what
+    # runs on that core, another sandbox or the host's rollout threads; bench/rollout.py ran about 3% faster so.
+    os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a sandbox's first process is reparented to us
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
     etc = {}

@@ -18,6 +18,7 @@ from components.envs.episode import Check, Episode, Outcome, PolicyInfo, Turn, r
 from components.rollout.store import (
     EpisodeStore,
     InvalidShardError,
+    PacedCommits,
     StoreLocked,
     episode_line,
     load_episodes_dir,
@@ -366,3 +367,53 @@ def test_diaggym_episodes_are_stored_with_their_own_reward_rule(tmp_path):
     (report,) = validate_episode_shards([(p, read_episode_records(p)) for p in shard_paths(tmp_path)])
     assert report.success, report.summary()
     assert [e.diag.reward.total for e in load_episodes_dir(tmp_path, strict=True)] == [1.46]
+
+
+def test_paced_commits_batch_finished_episodes_and_a_timer_commits_what_waits(tmp_path):
+    heard: list[list[tuple[str, int]]] = []
+    with EpisodeStore(tmp_path, shard_size=64) as store, \
+            PacedCommits(store, every_s=2.0, on_commit=lambda eps: heard.append([(e.task_id, e.sample_index) for e in eps])) as commit:
+        commit(batch([("t/0", 0)]))  # nothing committed yet: the first batch goes at once
+        assert keys_on_disk(tmp_path) == [("t/0", 0)]
+        commit(batch([("t/1", 0)]))
+        commit(batch([("t/2", 0), ("t/3", 0)]))
+        assert keys_on_disk(tmp_path) == [("t/0", 0)]  # within every_s of the last commit: they wait
+        deadline = time.monotonic() + 10
+        while len(keys_on_disk(tmp_path)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert keys_on_disk(tmp_path) == [("t/0", 0), ("t/1", 0), ("t/2", 0), ("t/3", 0)]  # the timer took them
+        assert heard == [[("t/0", 0)], [("t/1", 0), ("t/2", 0), ("t/3", 0)]]  # told once each was durable
+        commit(batch([("t/4", 0)]))
+    assert keys_on_disk(tmp_path)[-1] == ("t/4", 0)  # the block's end commits what waits
+
+
+def test_paced_commits_go_at_once_for_a_shards_worth_or_every_s_zero(tmp_path):
+    with EpisodeStore(tmp_path / "a", shard_size=3) as store, PacedCommits(store, every_s=3600) as commit:
+        commit(batch([("t/0", 0)]))
+        commit(batch([("t/1", 0), ("t/2", 0)]))
+        assert len(keys_on_disk(tmp_path / "a")) == 1
+        commit(batch([("t/3", 0)]))  # three wait: a shard's worth
+        assert len(keys_on_disk(tmp_path / "a")) == 4
+    with EpisodeStore(tmp_path / "b") as store, PacedCommits(store, every_s=0) as commit:
+        for i in range(3):
+            commit(batch([(f"t/{i}", 0)]))
+            assert len(keys_on_disk(tmp_path / "b")) == i + 1
+
+
+def test_paced_commits_keep_finished_episodes_when_the_block_fails(tmp_path):
+    with pytest.raises(KeyboardInterrupt), EpisodeStore(tmp_path) as store, PacedCommits(store, every_s=3600) as commit:
+        commit(batch([("t/0", 0)]))
+        commit(batch([("t/1", 0)]))
+        raise KeyboardInterrupt
+    assert keys_on_disk(tmp_path) == [("t/0", 0), ("t/1", 0)]
+
+
+def test_a_commit_that_fails_on_the_timer_is_raised_to_the_caller(tmp_path):
+    with EpisodeStore(tmp_path) as store:
+        commit = PacedCommits(store, every_s=0.2)
+        commit(batch([("t/0", 0)]))
+        commit(batch([("t/0", 0)]))  # a repeat: the store refuses it when the timer commits it
+        time.sleep(0.6)
+        with pytest.raises(ValueError, match="already committed"):
+            commit(batch([("t/1", 0)]))
+    assert keys_on_disk(tmp_path) == [("t/0", 0)]

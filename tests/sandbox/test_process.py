@@ -46,6 +46,12 @@ def test_concurrent_sandboxes_get_distinct_unprivileged_uids(process_sandbox):
     assert ua[0] != ub[0] and int(ua[0]) != 0 and int(ua[1]) != 0 and ua[2].strip() == "[]"
 
 
+def test_sandbox_processes_run_as_batch_and_the_host_keeps_its_policy(process_sandbox):
+    res = process_sandbox().exec("import os\nprint(os.sched_getscheduler(0), os.sched_getscheduler(1))")
+    assert res.stdout.split() == [str(os.SCHED_BATCH)] * 2  # the agent's process and the sandbox's runner
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
 def test_workdir_is_cwd_and_private_tmp(process_sandbox):
     sb = process_sandbox()
     res = sb.exec("import os\nprint(os.getcwd())\nprint(os.listdir('/tmp'))")
