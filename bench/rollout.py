@@ -11,7 +11,7 @@ Each configuration runs `--repeats` times, 1 and 2 workers interleaved; the tabl
 ratio of each pair of runs beside the ratio of the medians. Framework cost per step = (time inside environment
 steps - time the sandbox spent executing) / steps: parsing, feedback, checking and the episode record; the
 scheduler's own loop = wall x workers - time inside steps, per step. Cores busy and machine CPU per step come from
-/proc/stat over the run: when two workers use the same CPU per step as one, what they lose is idle time (work that
+the machine's CPU times over the run (psutil): when two workers use the same CPU per step as one, what they lose is idle time (work that
 waits on the other's), not contention.
 """
 
@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -59,11 +60,12 @@ def _run(tasks_path: Path, n: int, workers: int, ray: bool, backend: str) -> dic
 
 
 def _machine_cpu() -> tuple[float, float]:
-    """Seconds of CPU the whole machine spent busy and in all (every core, idle and iowait included), from
-    /proc/stat: what the sandboxes, the kernel's work for them and this process used together."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    tick = os.sysconf("SC_CLK_TCK")
-    return (sum(fields) - fields[3] - fields[4]) / tick, sum(fields) / tick
+    """Seconds of CPU the whole machine spent busy and in all (every core; idle and iowait count as not busy): what
+    the sandboxes, the kernel's work for them and this process used together."""
+    times = psutil.cpu_times()
+    # Linux counts guest time inside user and nice already
+    total = sum(times) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+    return total - times.idle - getattr(times, "iowait", 0.0), total
 
 
 def main(tasks: int = 178, backend: str = "process", tasks_file: Path | None = None,

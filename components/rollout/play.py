@@ -50,7 +50,7 @@ def play_jobs(policy: Policy, env_factory: Callable[[], Env], jobs: Sequence[Rol
 
 
 def store_played(run: Runner, jobs: Sequence[RolloutJob], out_dir: Path | str | None = None, *,
-                 shard_size: int = SHARD_SIZE, strict: bool = True, commit_every_s: float = COMMIT_EVERY_S,
+                 shard_size: int = SHARD_SIZE, strict: bool = True,
                  on_progress: Callable[[list[Episode]], None] | None = None) -> PlayResult:
     """`jobs` played by `run` (this process's scheduler, or Ray actors: components.rollout.ray_envs), this process
     the only writer of `out_dir`'s store whichever plays them."""
@@ -72,7 +72,7 @@ def store_played(run: Runner, jobs: Sequence[RolloutJob], out_dir: Path | str | 
             done = store.done_keys()
             todo = [job for job in jobs if job.key not in done]
 
-            with PacedCommits(store, commit_every_s, on_progress) as commit:
+            with PacedCommits(store, COMMIT_EVERY_S, on_progress) as commit:
                 stats = run(todo, commit)
             kept = [e for e in store.episodes() if (e.task_id, e.sample_index) in order]
         played, skipped = len(todo), len(jobs) - len(todo)
