@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +58,11 @@ LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "deepspeed", 
 ABSENT = "absent"
 
 
+@cache
 def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str]:
-    """`medgym.lib.<name>` -> the installed version (its metadata: nothing is imported), `absent` where none is."""
+    """`medgym.lib.<name>` -> the installed version (its metadata: nothing is imported), `absent` where none is.
+    Read once per process (each lookup scans the path, 20 ms a run): a library this process has imported stays
+    the version it imported, whatever is installed over it later, and a served deployment runs many pipelines."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}

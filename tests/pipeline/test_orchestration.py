@@ -33,6 +33,27 @@ def test_flows_on_the_temporary_server_run_without_heartbeats_unless_the_user_se
         assert get_current_settings().flows.heartbeat_frequency == 60
 
 
+def test_clients_of_the_temporary_server_load_no_ca_bundle_unless_the_user_says_so(monkeypatch):
+    # the temporary server is plain HTTP on loopback: a client's CA bundle would be loaded for nothing
+    from prefect import flow
+    from prefect.settings import PREFECT_API_TLS_INSECURE_SKIP_VERIFY, get_current_settings, temporary_settings
+
+    from flows.runtime import prefect_api, temporary_server_settings
+
+    @flow
+    def skips() -> bool:
+        return get_current_settings().api.tls_insecure_skip_verify
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert get_current_settings().api.tls_insecure_skip_verify is False  # Prefect's default verifies
+    with prefect_api() as url:
+        assert url.startswith("http://127.0.0.1:")
+        assert skips() is True
+    with temporary_settings(updates={PREFECT_API_TLS_INSECURE_SKIP_VERIFY: False}), \
+            temporary_server_settings("http://x/api"):
+        assert get_current_settings().api.tls_insecure_skip_verify is False
+
+
 def test_mlflow_sends_no_telemetry_from_a_command():
     # a bare environment: MLflow turns its telemetry off by itself under pytest or CI, which would hide the setting
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(ROOT),
