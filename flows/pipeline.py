@@ -188,13 +188,14 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
                 only: list[str] | None, force: bool, parent: Any, engines: VLLMServers) -> None:
     todo = [s.name for s in plan.stages if not only or s.name in only]
     runners = {s.name: runner(s.kind) for s in plan.stages if s.name in todo}  # a wrong name stops the run here
-    # every stage's key, those `only` leaves out too (a later stage's key holds its upstream keys), once, before any
-    # stage runs: a key reads the profile, the code and data from outside the pipeline, nothing a stage writes
-    for stage in plan.stages:
-        keys[stage.name] = stage_key(plan, stage, keys, PROJECT_ROOT)
-    if (ahead := engine_ahead(plan, cfg, state, todo, force, keys)) is not None:
+    if (ahead := engine_ahead(plan, cfg, state, todo, force)) is not None:
         engines.prestart(ahead)
     for wave in plan.waves(plan.names):
+        # every stage's key, those `only` leaves out too: a later stage's key holds its upstream keys. Wave by wave,
+        # once the waves before have run, never all up front: a collection playing a checkpoint named by folder
+        # hashes that folder, which a training stage of an earlier wave writes
+        for stage in wave:
+            keys[stage.name] = stage_key(plan, stage, keys, PROJECT_ROOT)
         started = [(stage, *begun) for stage in wave if stage.name in todo
                    and (begun := _begin(plan, state, stage, keys, report, force, todo)) is not None]
         if len(started) == 1:
@@ -205,14 +206,16 @@ def _run_stages(plan: Plan, cfg: PipelineConfig, state: PipelineState, keys: dic
             _run_side_by_side(plan, cfg, state, started, runners, report, parent, engines)
 
 
-def engine_ahead(plan: Plan, cfg: PipelineConfig, state: PipelineState, todo: list[str], force: bool,
-                 keys: dict[str, str]) -> VLLMPolicyConfig | None:
+def engine_ahead(plan: Plan, cfg: PipelineConfig, state: PipelineState, todo: list[str],
+                 force: bool) -> VLLMPolicyConfig | None:
     """The engine settings of the first collection this run will play on its shared engine, where only stages that
     keep the engine up (StageKind.keeps_engine: the suite, other collections) come before it: started at once, the
     engine's start (mostly single-threaded imports) overlaps those stages instead of following them. None where
     another kind comes first (a training stage may take the engine's memory), or where every such collection still
     holds (a run with nothing new starts no engine)."""
+    keys: dict[str, str] = {}
     for stage in plan.stages:
+        keys[stage.name] = stage_key(plan, stage, keys, PROJECT_ROOT)
         if stage.name not in todo:
             continue
         kind = kind_of(stage.kind)
