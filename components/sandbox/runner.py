@@ -1164,9 +1164,9 @@ def _zygote_serve(cfg: dict) -> None:
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     cgroups = Cgroups.from_state(cfg["cgroups"])
     _preload(cfg.get("preload", PRELOAD))
-    # Every sandbox inherits SCHED_BATCH (same CPU share, longer slices): a sandbox's wakeups do not preempt what
-    # runs on that core, another sandbox or the host's rollout threads; bench/rollout.py ran about 3% faster so.
-    os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    # Sandboxes keep the host's scheduling policy. SCHED_BATCH ran bench/rollout.py about 3% faster (sandboxes
+    # beside sandboxes), but beside CPU-bound work (a vLLM engine, a training child) each sandbox wakeup then waits
+    # out the other's slice: a sandbox's start and three runs took 10 to 20% longer beside two busy loops.
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a sandbox's first process is reparented to us
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
     etc = {}

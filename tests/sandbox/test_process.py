@@ -46,9 +46,10 @@ def test_concurrent_sandboxes_get_distinct_unprivileged_uids(process_sandbox):
     assert ua[0] != ub[0] and int(ua[0]) != 0 and int(ua[1]) != 0 and ua[2].strip() == "[]"
 
 
-def test_sandbox_processes_run_as_batch_and_the_host_keeps_its_policy(process_sandbox):
+def test_sandbox_processes_keep_the_hosts_scheduling_policy(process_sandbox):
+    # not SCHED_BATCH: beside CPU-bound work a batch sandbox's every wakeup waits out a slice (runner.py)
     res = process_sandbox().exec("import os\nprint(os.sched_getscheduler(0), os.sched_getscheduler(1))")
-    assert res.stdout.split() == [str(os.SCHED_BATCH)] * 2  # the agent's process and the sandbox's runner
+    assert res.stdout.split() == [str(os.SCHED_OTHER)] * 2  # the agent's process and the sandbox's runner
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
 
 
