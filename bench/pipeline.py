@@ -11,10 +11,10 @@ The orchestration share is the pipeline's own cost over its wall time: the time 
 the components' calls (the calls the direct run makes, timed inside the run), plus the CPU time the Prefect
 server took meanwhile, all of it charged as if taken from the components. That counts twice the server's work
 while the pipeline waits on its answer (a flow run's creation, an artifact), in the time outside and again as the
-server's CPU; `counted once` charges only the server's CPU while the components ran, beside. It is measured within each run because
-on a machine shared with other work two runs of the same thing differ by more than the whole share (direct runs
-minutes apart took 28.7 s and 39.8 s): the difference of the pipeline's and the direct run's medians is printed
-too, with every round, and it moves by that much.
+server's CPU; `counted once`, printed beside, charges only the server's CPU while the components ran. It is
+measured within each run because on a machine shared with other work two runs of the same thing differ by more
+than the whole share (direct runs minutes apart took 28.7 s and 39.8 s): the difference of the pipeline's and the
+direct run's medians is printed too, with every round, and it moves by that much.
 
 Each run starts from a fresh folder and an MLflow store whose tables exist (creating them takes seconds once per
 store, not per run, and both runs paid it), and each pipeline run computes its stage keys afresh, as a command
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import os
 import statistics
@@ -94,32 +95,36 @@ def direct(path: Path) -> float:
     return time.perf_counter() - start
 
 
-SERVED_INSIDE = "server CPU inside"  # the key of `inside_components`'s answer that is no call
+@dataclasses.dataclass
+class Inside:
+    """What `inside_components` measured: seconds inside each of COMPONENT_CALLS, the server's CPU seconds then."""
+
+    calls: dict[str, float] = dataclasses.field(default_factory=dict)
+    server_cpu: float = 0.0
 
 
 @contextlib.contextmanager
-def inside_components(cpu: Callable[[], float] | None = None) -> Iterator[dict[str, float]]:
-    """Seconds spent inside each of COMPONENT_CALLS while this is open; with `cpu` (server_cpu's), also the
-    server's CPU seconds while they ran, under SERVED_INSIDE."""
-    spent: dict[str, float] = {}
+def inside_components(cpu: Callable[[], float]) -> Iterator[Inside]:
+    """Seconds spent inside each of COMPONENT_CALLS while this is open, and the server's CPU (`cpu`, server_cpu's)
+    while they ran."""
+    inside = Inside()
     modules = [(importlib.import_module(module), name) for module, name in COMPONENT_CALLS]
     saved = [getattr(module, name) for module, name in modules]
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            c0, t0 = cpu() if cpu else 0.0, time.perf_counter()
+            c0, t0 = cpu(), time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
-                if cpu:
-                    spent[SERVED_INSIDE] = spent.get(SERVED_INSIDE, 0.0) + cpu() - c0
+                inside.calls[name] = inside.calls.get(name, 0.0) + time.perf_counter() - t0
+                inside.server_cpu += cpu() - c0
         return call
 
     for (module, name), fn in zip(modules, saved, strict=True):
         setattr(module, name, timed(name, fn))
     try:
-        yield spent
+        yield inside
     finally:
         for (module, name), fn in zip(modules, saved, strict=True):
             setattr(module, name, fn)
@@ -149,14 +154,13 @@ def pipeline(path: Path, cpu: Callable[[], float]) -> tuple[float, float, float,
     of that while the components ran, its summary."""
     from flows.pipeline import pipeline_flow
 
-    with inside_components(cpu) as spent:
+    with inside_components(cpu) as inside:
         cpu0, start = cpu(), time.perf_counter()
         summary = pipeline_flow(profile=str(path), only=STAGES)
         wall, served = time.perf_counter() - start, cpu() - cpu0
-    served_inside = spent.pop(SERVED_INSIDE, 0.0)
-    missing = {name for _, name in COMPONENT_CALLS} - set(spent)
+    missing = {name for _, name in COMPONENT_CALLS} - set(inside.calls)
     assert not missing, f"the pipeline no longer calls {missing} where this bench times it: fix COMPONENT_CALLS"
-    return wall, sum(spent.values()), served, served_inside, summary
+    return wall, sum(inside.calls.values()), served, inside.server_cpu, summary
 
 
 def main() -> None:

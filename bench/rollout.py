@@ -11,8 +11,8 @@ Each configuration runs `--repeats` times, 1 and 2 workers interleaved; the tabl
 ratio of each pair of runs beside the ratio of the medians. Framework cost per step = (time inside environment
 steps - time the sandbox spent executing) / steps: parsing, feedback, checking and the episode record; the
 scheduler's own loop = wall x workers - time inside steps, per step. Cores busy and machine CPU per step come from
-the machine's CPU times over the run (psutil): when two workers use the same CPU per step as one, what they lose is idle time (work that
-waits on the other's), not contention.
+the machine's CPU times over the run (psutil): when two workers use the same CPU per step as one, what they lose is
+idle time (work that waits on the other's), not contention.
 """
 
 from __future__ import annotations

@@ -58,20 +58,24 @@ LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "deepspeed", 
 ABSENT = "absent"
 
 
-@cache
 def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str]:
     """`medgym.lib.<name>` -> the installed version (its metadata: nothing is imported), `absent` where none is.
     Read once per process (each lookup scans the path, 20 ms a run): a library this process has imported stays
     the version it imported, whatever is installed over it later, and a served deployment runs many pipelines."""
+    return {f"medgym.lib.{name}": v for name, v in _installed(names)}  # a fresh dict: the cache stays as read
+
+
+@cache
+def _installed(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
+    out = []
     for name in names:
         try:
-            out[f"medgym.lib.{name}"] = version(name)
+            out.append((name, version(name)))
         except PackageNotFoundError:
-            out[f"medgym.lib.{name}"] = ABSENT
-    return out
+            out.append((name, ABSENT))
+    return tuple(out)
 
 
 def nvidia_driver() -> str:
